@@ -1,0 +1,70 @@
+"""The ``ledger`` command line: one module per command group, thin over the typed API.
+
+Each module exposes one click command (or group); :data:`COMMANDS` lists them
+by import path so the top level loads fast and a new command is one line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from typing import Final
+
+import click
+
+from ledger.errors import LedgerError
+
+#: ``module:attribute`` of every top-level command, in help order.
+COMMANDS: Final = (
+    "ledger.cli.demo:demo",
+    "ledger.cli.db:db",
+    "ledger.cli.replay:replay",
+)
+
+
+class _LazyGroup(click.Group):
+    """Imports a command's module only when that command runs (or help lists it)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [spec.rsplit(":", 1)[1].replace("_", "-") for spec in COMMANDS]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        for spec in COMMANDS:
+            module, attr = spec.split(":")
+            if attr.replace("_", "-") == cmd_name:
+                command = getattr(importlib.import_module(module), attr)
+                assert isinstance(command, click.Command)
+                return command
+        return None
+
+
+@click.group(cls=_LazyGroup)
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
+def cli(verbose: bool) -> None:
+    """A cost ledger and token-usage analytics for LLM agents.
+
+    The database is LEDGER_DATABASE_URL (an SQLAlchemy URL); unset, ledger.db
+    in the working directory.
+    """
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+
+
+def main() -> None:
+    """Entry point: our own errors become one line on stderr and exit status 2."""
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(1)
+    except LedgerError as exc:
+        click.echo(f"ledger: {exc}", err=True)
+        sys.exit(2)

@@ -1,0 +1,313 @@
+"""The exceptions ledger raises, and when.
+
+::
+
+    LedgerError                      base of everything raised on purpose
+    ├── ConfigurationError           a setting or URL cannot be used as given
+    │   └── ProviderConfigurationError   a provider is misdeclared or lacks a key/URL
+    ├── DatabaseError                the ledger database cannot serve a command
+    │   ├── DatabaseUnreachable      connecting failed (down, wrong host, bad credentials)
+    │   └── SchemaOutOfDate          the schema is not at the code's Alembic head
+    ├── TooManyRequests              our rate limiter refused a client (HTTP 429, retry_after)
+    └── ProviderError                one LLM attempt failed (error_type, transient, http_status)
+        ├── ProviderHTTPError        the provider answered with a non-2xx status
+        │   ├── RateLimited          429: transient, carries retry_after
+        │   ├── ProviderServerError  5xx (529 overloaded included): transient
+        │   └── ProviderClientError  any other 4xx (bad request, bad key): not transient
+        ├── ProviderTransportError   no HTTP answer: connect/reset/protocol failure: transient
+        │   └── ProviderTimeout      the attempt timed out: transient
+        ├── MalformedResponse        a 2xx whose body is not a usable response: transient
+        └── StreamInterrupted        an in-band error ended a stream (error_type stream_interrupted)
+
+Every :class:`ProviderError` is classified here, once: :func:`classify_status`
+maps an HTTP status to an ``error_type`` and whether retrying on another
+provider can help (429, 5xx and transport failures can; other 4xx must not
+burn the next provider's quota), and :func:`map_transport_errors` turns httpx's
+exceptions into ours. The cascade reads ``error_type``/``transient``/
+``retry_after`` and never inspects a status or an httpx class itself.
+
+``UsageEvent`` validation raises plain ``ValueError`` at the caller: a bad event
+is the caller's bug, and ``ValueError`` is what Python code expects for it.
+The recording path itself never raises into an LLM call.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import math
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import httpx
+
+if TYPE_CHECKING:
+    from ledger.events import UsageEvent
+
+
+class LedgerError(Exception):
+    """Base class of every error ledger raises on purpose."""
+
+
+class ConfigurationError(LedgerError):
+    """A setting (environment variable, URL, option) cannot be used as given."""
+
+
+class DatabaseError(LedgerError):
+    """The ledger database cannot serve the command that was asked of it."""
+
+
+class DatabaseUnreachable(DatabaseError):
+    """Connecting to the database failed; the message names the URL (password hidden)."""
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class SchemaOutOfDate(DatabaseError):
+    """The database's schema revision is not the code's; ``ledger db upgrade`` fixes it."""
+
+    def __init__(self, message: str, *, current: str | None, head: str) -> None:
+        super().__init__(message)
+        self.current = current
+        self.head = head
+
+
+class ProviderConfigurationError(ConfigurationError):
+    """A provider cannot be built as given: a capability declared without its hook,
+    a missing API key or base URL, an unknown provider name."""
+
+
+AttemptErrorType = Literal[
+    "rate_limited", "server_error", "transport", "timeout", "client_error", "stream_interrupted"
+]
+
+
+class ProviderError(LedgerError):
+    """One attempt at one provider failed; raised after the attempt's row was recorded.
+
+    ``error_type`` is the ledger's ``error_type`` column; ``transient`` says
+    whether the same request may succeed elsewhere or later (the cascade's
+    test). ``retry_after`` is the provider's hint in seconds, when it gave one.
+    ``event`` is the usage row recorded for the attempt (None until recorded).
+    The message never contains an API key or prompt/response text.
+    """
+
+    error_type: AttemptErrorType = "server_error"
+    transient: bool = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        http_status: int | None = None,
+        retry_after: float | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.http_status = http_status
+        self.retry_after = retry_after
+        self.code = code
+        self.event: UsageEvent | None = None
+
+
+class ProviderHTTPError(ProviderError):
+    """The provider answered with a non-2xx HTTP status."""
+
+
+class RateLimited(ProviderHTTPError):
+    """HTTP 429: too many requests or tokens; ``retry_after`` says when to come back."""
+
+    error_type: AttemptErrorType = "rate_limited"
+    transient = True
+
+
+class ProviderServerError(ProviderHTTPError):
+    """HTTP 5xx, including Anthropic's 529 ``overloaded_error``."""
+
+    error_type: AttemptErrorType = "server_error"
+    transient = True
+
+
+class ProviderClientError(ProviderHTTPError):
+    """Any other 4xx (400 malformed, 401 bad key, 404 unknown model): retrying elsewhere
+    would only burn the next provider's quota."""
+
+    error_type: AttemptErrorType = "client_error"
+    transient = False
+
+
+class ProviderTransportError(ProviderError):
+    """No HTTP answer at all: the connection failed, was reset or broke the protocol."""
+
+    error_type: AttemptErrorType = "transport"
+    transient = True
+
+
+class ProviderTimeout(ProviderTransportError):
+    """The attempt exceeded its connect, read, write or pool timeout."""
+
+    error_type: AttemptErrorType = "timeout"
+
+
+class MalformedResponse(ProviderError):
+    """A 2xx answer whose body is not a usable response (not JSON, truncated, wrong shape)."""
+
+    error_type: AttemptErrorType = "server_error"
+    transient = True
+
+
+class StreamInterrupted(ProviderError):
+    """A stream ended with an in-band error (or broke) after it had started.
+
+    ``transient`` follows the in-band code (429/5xx-like codes are transient);
+    ``delivered`` says whether text already reached the caller, in which case
+    a fallback would repeat it.
+    """
+
+    error_type: AttemptErrorType = "stream_interrupted"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        http_status: int | None = None,
+        retry_after: float | None = None,
+        code: str | None = None,
+        transient: bool = True,
+        delivered: bool = False,
+    ) -> None:
+        super().__init__(
+            message, provider=provider, http_status=http_status, retry_after=retry_after, code=code
+        )
+        self.transient = transient
+        self.delivered = delivered
+
+
+def classify_status(status: int) -> tuple[AttemptErrorType, bool]:
+    """``(error_type, transient)`` for a non-2xx HTTP status (ADR-0014's classifier)."""
+    if status == 429:
+        return "rate_limited", True
+    if status >= 500:
+        return "server_error", True
+    return "client_error", False
+
+
+_STATUS_CLASSES: Final[dict[str, type[ProviderHTTPError]]] = {
+    "rate_limited": RateLimited,
+    "server_error": ProviderServerError,
+    "client_error": ProviderClientError,
+}
+
+
+def http_error(
+    status: int,
+    message: str,
+    *,
+    provider: str,
+    retry_after: float | None = None,
+    code: str | None = None,
+) -> ProviderHTTPError:
+    """The exception for a non-2xx answer, its class chosen by :func:`classify_status`."""
+    error_type, _ = classify_status(status)
+    cls = _STATUS_CLASSES[error_type]
+    return cls(
+        f"{provider} answered HTTP {status}: {message}",
+        provider=provider,
+        http_status=status,
+        retry_after=retry_after,
+        code=code,
+    )
+
+
+def is_transient_code(code: Any) -> bool:
+    """Whether an in-band error code (numeric status or a provider's word) is transient."""
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code == 429 or code >= 500
+    if isinstance(code, str):
+        if code.isdigit():
+            return is_transient_code(int(code))
+        word = code.lower()
+        return any(w in word for w in ("rate", "overload", "server", "unavailable", "timeout"))
+    return True
+
+
+_MAX_RETRY_AFTER: Final = 86_400.0
+
+
+def _seconds(value: Any, scale: float = 1.0) -> float | None:
+    try:
+        seconds = float(value) * scale
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return min(seconds, _MAX_RETRY_AFTER)
+
+
+def parse_retry_after(headers: Mapping[str, str], now: dt.datetime | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` (OpenAI) or ``retry-after`` (seconds or
+    an HTTP date); None when absent or unreadable."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    if (ms := lower.get("retry-after-ms")) is not None and (s := _seconds(ms, 0.001)) is not None:
+        return s
+    raw = lower.get("retry-after")
+    if raw is None:
+        return None
+    if (s := _seconds(raw)) is not None:
+        return s
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return _seconds(max(0.0, (when - (now or dt.datetime.now(dt.UTC))).total_seconds()))
+
+
+# Shapes of provider API keys, redacted from any text we raise or log in case a
+# provider echoes one back (OpenAI's 401 does, partially masked).
+_KEY_PATTERN: Final = re.compile(r"\b(?:sk-|gsk_|AIza)[A-Za-z0-9_\-]{12,}")
+
+
+def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """``text`` with the given secrets and anything shaped like an API key masked."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return _KEY_PATTERN.sub("***", text)
+
+
+@contextmanager
+def map_transport_errors(provider: str) -> Iterator[None]:
+    """Turn httpx's request-level exceptions into :class:`ProviderTransportError`/
+    :class:`ProviderTimeout`; the one place the client maps foreign exceptions."""
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise ProviderTimeout(
+            f"{provider}: timed out ({type(exc).__name__})", provider=provider
+        ) from exc
+    except httpx.RequestError as exc:
+        raise ProviderTransportError(
+            f"{provider}: transport failure ({type(exc).__name__})", provider=provider
+        ) from exc
+
+
+class TooManyRequests(LedgerError):
+    """Raised when *our* rate limiter refuses an incoming request (not a provider's 429).
+
+    ``retry_after`` is the seconds until the client's next request would be
+    accepted; the resilience middleware answers it with HTTP 429 and
+    ``Retry-After``.
+    """
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -1,0 +1,162 @@
+"""The one definition of the ``token_usage`` table (contract §1).
+
+Everything that touches the table's shape starts here: the Alembic migrations
+are generated from this module and a test checks they still agree with it; the
+writer compiles its INSERT from it; the analytics layer reads its column list.
+
+Two column types need care to round-trip identically on SQLite and PostgreSQL:
+
+* ``started_at`` is ``timestamp with time zone``. SQLite has no such type, so
+  :class:`UTCDateTime` stores naive UTC there and re-attaches UTC on read;
+  every value handed back is tz-aware UTC on both backends.
+* ``cost_usd`` is ``numeric(20, 10)``. SQLite keeps numerics as REAL, so
+  :class:`Money` reads them back as ``Decimal`` quantised to ten places (exact
+  for any cost a ledger will see, well within a double's 15 digits).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any, Final
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    Numeric,
+    SmallInteger,
+    String,
+    Table,
+    false,
+    text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+TABLE_NAME: Final = "token_usage"
+
+# Stable constraint names make migrations reproducible across backends.
+NAMING_CONVENTION: Final = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+COST_SCALE: Final = 10
+_COST_QUANTUM: Final = Decimal(1).scaleb(-COST_SCALE)
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """A ``timestamp with time zone`` that always round-trips as tz-aware UTC."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: the ledger stores tz-aware UTC only")
+        value = value.astimezone(dt.UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(
+        self, value: dt.datetime | None, dialect: Dialect
+    ) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+
+
+class Money(TypeDecorator[Decimal]):
+    """``numeric(20, 10)`` in USD, read back as ``Decimal`` on every backend."""
+
+    impl = Numeric(20, COST_SCALE)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "sqlite":
+            # Let SQLite hand us the float and convert it ourselves: the stock
+            # Decimal conversion on SQLite warns on every first use.
+            return dialect.type_descriptor(Numeric(20, COST_SCALE, asdecimal=False))
+        return dialect.type_descriptor(Numeric(20, COST_SCALE))
+
+    def process_bind_param(self, value: Decimal | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        return float(value) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Decimal | None:
+        if value is None:
+            return None
+        if isinstance(value, float):
+            return Decimal(repr(value)).quantize(_COST_QUANTUM)
+        return Decimal(value).quantize(_COST_QUANTUM)
+
+
+# SQLite only auto-increments an ``INTEGER PRIMARY KEY`` (the rowid alias).
+_BigIntId = BigInteger().with_variant(Integer(), "sqlite")
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+token_usage = Table(
+    TABLE_NAME,
+    metadata,
+    Column("id", _BigIntId, primary_key=True, autoincrement=True),
+    Column("event_id", String(36), nullable=False, unique=True),
+    Column("call_id", String(36), nullable=False),
+    Column("attempt", SmallInteger, nullable=False),
+    Column("started_at", UTCDateTime(), nullable=False),
+    Column("latency_ms", Float),
+    Column("ttft_ms", Float),
+    Column("session_id", String(256)),
+    Column("actor_id", String(256)),
+    Column("session_key", String(256)),
+    Column("requested_provider", String(64), nullable=False),
+    Column("requested_model", String(256), nullable=False),
+    Column("provider", String(64), nullable=False),
+    Column("model", String(256)),
+    Column("upstream", String(128)),
+    Column("generation_id", String(128)),
+    Column("routing_sort", String(32)),
+    Column("routing_order", String(512)),
+    Column("status", String(16), nullable=False),
+    Column("error_type", String(32)),
+    Column("http_status", SmallInteger),
+    Column("input_tokens", Integer, nullable=False, server_default=text("0")),
+    Column("output_tokens", Integer, nullable=False, server_default=text("0")),
+    Column("cache_read_tokens", Integer, nullable=False, server_default=text("0")),
+    Column("cache_write_tokens", Integer, nullable=False, server_default=text("0")),
+    Column("reasoning_tokens", Integer, nullable=False, server_default=text("0")),
+    Column("cost_usd", Money()),
+    Column("cost_source", String(16)),
+    Column("response_cache_hit", Boolean, nullable=False, server_default=false()),
+    Column("streamed", Boolean, nullable=False, server_default=false()),
+    Column("paused", Boolean, nullable=False, server_default=false()),
+    Column("locale", String(35)),
+    Column("tags", JSON),
+    Index(None, "session_id", "actor_id", "started_at"),
+    Index(None, "started_at"),
+    Index(None, "call_id"),
+)
+
+#: Column names in table order, without the autoincrement ``id``.
+EVENT_COLUMNS: Final[tuple[str, ...]] = tuple(c.name for c in token_usage.columns if c.name != "id")
+
+#: Maximum length of every bounded string column, for validation at the caller.
+STRING_LIMITS: Final[dict[str, int]] = {
+    c.name: c.type.length
+    for c in token_usage.columns
+    if isinstance(c.type, String) and c.type.length is not None
+}

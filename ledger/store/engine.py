@@ -1,0 +1,81 @@
+"""Where the ledger lives: URL resolution and engine construction.
+
+``LEDGER_DATABASE_URL`` (any SQLAlchemy URL) selects the database for the
+library, every command and the dashboard; unset, it is ``ledger.db`` in the
+working directory. SQLite runs in WAL mode with a busy timeout so several
+processes can record into one file while readers keep reading.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, Final
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from ledger.errors import ConfigurationError
+
+ENV_URL: Final = "LEDGER_DATABASE_URL"
+DEFAULT_SQLITE_FILE: Final = "ledger.db"
+#: How long a SQLite connection waits for another process's write lock.
+SQLITE_BUSY_TIMEOUT_MS: Final = 30_000
+
+
+def database_url(url: str | URL | None = None) -> URL:
+    """The ledger's URL: ``url`` if given, else the environment, else the default file.
+
+    A PostgreSQL URL without a driver gets psycopg 3, the one we depend on.
+    """
+    raw = url if url is not None else os.environ.get(ENV_URL) or None
+    if raw is None:
+        return URL.create("sqlite", database=str(Path.cwd() / DEFAULT_SQLITE_FILE))
+    try:
+        parsed = make_url(raw)
+    except ArgumentError as exc:
+        raise ConfigurationError(f"{ENV_URL} is not a valid SQLAlchemy URL: {exc}") from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise ConfigurationError(
+            f"unsupported database {parsed.get_backend_name()!r}: use sqlite:/// or postgresql://"
+        )
+    return parsed
+
+
+def display_url(url: URL) -> str:
+    """The URL with its password hidden, for messages and logs."""
+    return url.render_as_string(hide_password=True)
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """The file behind a SQLite URL, or None for other backends and in-memory databases."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return Path(url.database)
+
+
+def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+    # WAL lets readers (analytics, dashboard) run beside the writer; NORMAL
+    # sync is durable across process crashes, which is the failure we guard.
+    cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA journal_mode = WAL")
+    cur.execute("PRAGMA synchronous = NORMAL")
+    cur.close()
+
+
+def make_engine(url: str | URL | None = None, **kwargs: Any) -> Engine:
+    """An engine for the ledger database, configured for its backend."""
+    resolved = database_url(url)
+    if resolved.get_backend_name() == "sqlite":
+        engine = create_engine(resolved, **kwargs)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    connect_args = kwargs.pop("connect_args", {})
+    connect_args.setdefault("connect_timeout", 5)
+    return create_engine(resolved, connect_args=connect_args, **kwargs)

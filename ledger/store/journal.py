@@ -1,0 +1,191 @@
+"""The write-ahead journal: what makes ``record()`` durable before the database is.
+
+A journal is a directory of *segments*, files of JSON lines. Each live
+:class:`~ledger.store.ledger.Ledger` owns one segment and holds an exclusive
+``flock`` on it while the process lives; ``record()`` appends one line with a
+single unbuffered ``os.write``, so once it returns the event survives the
+process being killed (the kernel owns the bytes). When a segment grows past its
+size limit it is *sealed* and a new one opened; a sealed segment is deleted once
+the writer has committed every event in it, so the journal stays small.
+
+A segment nobody holds a lock on belongs to a process that died (or closed with
+events still unwritten): an *orphan*. The next ledger on the same directory, or
+``ledger replay``, locks it, writes its events (inserts are idempotent on
+``event_id``) and deletes it.
+
+Segment format: the first line is a header naming the columns, so a journal
+written by an older version replays into a newer schema::
+
+    {"ledger_journal": 1, "columns": ["event_id", "call_id", ...]}
+    ["0b1e...", "5f2c...", 1, "2026-11-30 10:00:00.000000", ...]
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ledger.schema import EVENT_COLUMNS
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION: Final = 1
+SEGMENT_GLOB: Final = "segment-*.jsonl"
+DEAD_LETTER_PREFIX: Final = "dead-letter-"
+DEFAULT_SEGMENT_BYTES: Final = 8 * 1024 * 1024
+
+_HEADER: Final = (
+    json.dumps({"ledger_journal": FORMAT_VERSION, "columns": list(EVENT_COLUMNS)}) + "\n"
+).encode()
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+class JournalError(OSError):
+    """The journal directory cannot be created or written."""
+
+
+def encode_row(row: Sequence[Any]) -> bytes:
+    return (_encode(row) + "\n").encode("utf-8")
+
+
+@dataclass(slots=True)
+class Segment:
+    """One locked journal file and the events appended to it so far."""
+
+    path: Path
+    fd: int
+    size: int
+    events: int = 0
+
+    def release(self, *, delete: bool) -> None:
+        """Unlock and close; delete first when every event in it is committed.
+
+        Deleting before unlocking means no other process can lock a file whose
+        events we already wrote and replay them needlessly.
+        """
+        if delete:
+            self.path.unlink(missing_ok=True)
+        os.close(self.fd)
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """The events read from an orphaned segment."""
+
+    segment: Segment
+    rows: list[tuple[Any, ...]]
+    bad_lines: list[str]
+
+
+def _lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def open_segment(directory: Path) -> Segment:
+    """Create, lock and publish a new live segment in ``directory``.
+
+    The file is created under a temporary name, locked, and only then renamed
+    to its public name: an orphan scan in another process can never lock (and
+    delete) a segment between its creation and our lock.
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        stem = f"segment-{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp = directory / f".{stem}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+    except OSError as exc:
+        raise JournalError(f"cannot create a journal segment in {directory}: {exc}") from exc
+    _lock(fd)
+    os.write(fd, _HEADER)
+    path = directory / f"{stem}.jsonl"
+    tmp.rename(path)
+    return Segment(path=path, fd=fd, size=len(_HEADER))
+
+
+def append(segment: Segment, line: bytes) -> None:
+    """Append one encoded event; durable against a process kill once this returns."""
+    written = os.write(segment.fd, line)
+    if written != len(line):  # only on a full disk; never leave half a line behind
+        raise JournalError(f"short write to {segment.path} ({written} of {len(line)} bytes)")
+    segment.size += written
+    segment.events += 1
+
+
+def _decode(path: Path, data: bytes) -> tuple[list[tuple[Any, ...]], list[str]]:
+    lines = data.split(b"\n")
+    header = json.loads(lines[0])
+    if header.get("ledger_journal") != FORMAT_VERSION:
+        raise JournalError(f"{path}: unknown journal format {header!r}")
+    columns: list[str] = header["columns"]
+    position = {name: columns.index(name) for name in EVENT_COLUMNS if name in columns}
+    rows: list[tuple[Any, ...]] = []
+    bad: list[str] = []
+    for number, raw in enumerate(lines[1:], start=2):
+        if not raw:
+            continue
+        try:
+            values = json.loads(raw)
+            rows.append(
+                tuple(values[position[c]] if c in position else None for c in EVENT_COLUMNS)
+            )
+        except (ValueError, IndexError, TypeError):
+            # A torn last line is an event whose record() never returned.
+            if number < len(lines):
+                bad.append(raw.decode("utf-8", "replace"))
+    return rows, bad
+
+
+def orphans(directory: Path) -> Iterator[Replay]:
+    """Lock and read every segment in ``directory`` that no live process holds."""
+    if not directory.is_dir():
+        return
+    for path in sorted(directory.glob(SEGMENT_GLOB)):
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:  # another process replayed it meanwhile
+            continue
+        if not _lock(fd):
+            os.close(fd)
+            continue
+        segment = Segment(path=path, fd=fd, size=0)
+        try:
+            if not path.exists():  # replayed and deleted between our open and lock
+                segment.release(delete=False)
+                continue
+            with os.fdopen(os.dup(fd), "rb") as f:
+                data = f.read()
+            rows, bad = _decode(path, data) if data else ([], [])
+        except (OSError, ValueError) as exc:
+            log.warning("ledger: skipping unreadable journal segment %s: %s", path, exc)
+            segment.release(delete=False)
+            continue
+        segment.size, segment.events = len(data), len(rows)
+        yield Replay(segment=segment, rows=rows, bad_lines=bad)
+
+
+def dead_letter(directory: Path, lines: Sequence[str], reason: str) -> Path:
+    """Move events no retry will write into a file of their own, with the reason."""
+    path = (
+        directory
+        / f"{DEAD_LETTER_PREFIX}{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}.jsonl"
+    )
+    with path.open("w", encoding="utf-8") as f:
+        f.write(
+            json.dumps({"ledger_dead_letter": 1, "reason": reason, "columns": list(EVENT_COLUMNS)})
+        )
+        f.write("\n")
+        for line in lines:
+            f.write(line.rstrip("\n") + "\n")
+    return path

@@ -1,0 +1,182 @@
+"""The recording API: :class:`Ledger` and the process-wide default.
+
+``record()`` is on the caller's hot path, so it does the least that makes the
+event safe: validate it (a bad event fails here, at the caller), append one
+line to this ledger's journal segment, and queue the row for the background
+:class:`~ledger.store.writer.Writer`. It never touches the database, so a slow
+or dead database never slows or breaks an LLM call.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import threading
+import weakref
+from collections import deque
+from pathlib import Path
+from typing import Final
+
+from sqlalchemy import Engine
+from sqlalchemy.engine import URL
+
+from ledger.events import UsageEvent, to_row
+from ledger.store import journal
+from ledger.store.engine import database_url, make_engine, sqlite_path
+from ledger.store.migrate import check_schema
+from ledger.store.sink import Row
+from ledger.store.writer import Sealed, Writer, WriterSettings
+
+ENV_JOURNAL_DIR: Final = "LEDGER_JOURNAL_DIR"
+
+
+def journal_dir_for(url: URL) -> Path:
+    """Where a ledger's journal lives unless told otherwise.
+
+    Beside a SQLite file (``ledger.db`` -> ``ledger.db.journal/``), so the
+    journal travels with the data; for a server database, in the user's state
+    directory under a hash of the URL (password excluded).
+    """
+    if env := os.environ.get(ENV_JOURNAL_DIR):
+        base = Path(env)
+    elif (path := sqlite_path(url)) is not None:
+        return path.with_name(path.name + ".journal")
+    else:
+        state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        base = Path(state) / "ledger"
+    key = url.render_as_string(hide_password=True).encode()
+    return base / f"journal-{hashlib.sha256(key).hexdigest()[:16]}"
+
+
+class Ledger:
+    """Records usage events durably and writes them to the ledger database in the background.
+
+    ``url`` is an SQLAlchemy URL (default: ``LEDGER_DATABASE_URL``, else
+    ``ledger.db`` in the working directory); the database must be migrated
+    (``ledger db upgrade``). ``journal_dir`` overrides where events wait for
+    the database. Events left in a journal by a process that died are written
+    when the next ledger on that journal starts.
+    """
+
+    def __init__(
+        self,
+        url: str | URL | None = None,
+        *,
+        journal_dir: Path | None = None,
+        batch_size: int = 5_000,
+        flush_interval_s: float = 0.2,
+        segment_bytes: int = journal.DEFAULT_SEGMENT_BYTES,
+        engine: Engine | None = None,
+    ) -> None:
+        self.url = engine.url if engine is not None else database_url(url)
+        self.journal_dir = journal_dir or journal_dir_for(self.url)
+        self._owns_engine = engine is None
+        self._engine = engine or make_engine(self.url)
+        self._segment_bytes = segment_bytes
+        self._segment = journal.open_segment(self.journal_dir)
+        self._lock = threading.Lock()
+        self._queue: deque[Row | Sealed] = deque()
+        self._recorded = 0
+        self._closed = False
+        settings = WriterSettings(batch_size=batch_size, flush_interval_s=flush_interval_s)
+        self._batch_size = batch_size
+        self._writer = Writer(self._engine, self.journal_dir, self._queue, settings)
+        self._writer.start()
+        _live.add(self)
+
+    def record(self, event: UsageEvent) -> str:
+        """Keep ``event`` and return its ``event_id``; it reaches the database shortly.
+
+        Raises ``ValueError`` (naming the field) if the event is invalid, and
+        ``RuntimeError`` after :meth:`close`. Nothing else: database trouble is
+        the writer's to handle.
+        """
+        row = to_row(event)
+        line = journal.encode_row(row)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this Ledger is closed")
+            segment = self._segment
+            journal.append(segment, line)
+            self._queue.append(row)
+            self._recorded += 1
+            if segment.size >= self._segment_bytes:
+                self._segment = journal.open_segment(self.journal_dir)
+                self._queue.append(Sealed(segment))
+        if len(self._queue) >= self._batch_size:
+            self._writer.wake()
+        return event.event_id
+
+    def flush(self, timeout: float | None = 10.0) -> bool:
+        """Wait until every event recorded so far is in the database (or dead-lettered).
+
+        Returns False if ``timeout`` seconds pass first (the database is down,
+        say); the events stay safe in the journal either way.
+        """
+        with self._lock:
+            target = self._recorded
+        return self._writer.wait_handled(target, timeout)
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Flush (up to ``timeout``), stop the writer and release the journal.
+
+        Events not yet written stay in the journal for the next ledger or
+        ``ledger replay``.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        done = self.flush(timeout)
+        self._writer.stop(timeout=5.0)
+        self._segment.release(delete=done and not self._queue)
+        if self._owns_engine:
+            self._engine.dispose()
+        _live.discard(self)
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def replay(url: str | URL | None = None, *, journal_dir: Path | None = None) -> int:
+    """Write the events that processes which died left in a journal; returns how many.
+
+    Safe beside running ledgers: their live segments are locked and skipped.
+    Raises :class:`~ledger.errors.DatabaseError` when the database is
+    unreachable or out of date; the journal is then left as it was.
+    """
+    resolved = database_url(url)
+    engine = make_engine(resolved)
+    try:
+        check_schema(engine)
+        writer = Writer(engine, journal_dir or journal_dir_for(resolved), deque(), WriterSettings())
+        try:
+            return writer.replay()
+        finally:
+            writer.stop(timeout=0)
+    finally:
+        engine.dispose()
+
+
+_live: weakref.WeakSet[Ledger] = weakref.WeakSet()
+_default: Ledger | None = None
+_default_lock = threading.Lock()
+
+
+def default_ledger() -> Ledger:
+    """The process-wide ledger, built from the environment on first use."""
+    global _default
+    with _default_lock:
+        if _default is None or _default._closed:
+            _default = Ledger()
+        return _default
+
+
+@atexit.register
+def _close_all() -> None:
+    for ledger in list(_live):
+        ledger.close(timeout=5.0)

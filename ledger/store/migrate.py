@@ -1,0 +1,82 @@
+"""Alembic, driven from code: upgrade, downgrade and the schema check.
+
+Only ``ledger db upgrade`` (or ``alembic upgrade head``) migrates. The library
+only *checks*: :func:`check_schema` raises :class:`SchemaOutOfDate` naming the
+command that fixes it, so a process never writes into a schema it does not
+understand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import OperationalError as SAOperationalError
+
+from ledger.errors import DatabaseUnreachable, SchemaOutOfDate
+from ledger.store.engine import display_url
+
+_PACKAGE_DIR: Final = Path(__file__).resolve().parent.parent
+UPGRADE_COMMAND: Final = "ledger db upgrade"
+
+
+def migrations_dir() -> Path:
+    """The Alembic script directory: inside the wheel, or at the repository root."""
+    for candidate in (_PACKAGE_DIR / "_migrations", _PACKAGE_DIR.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise FileNotFoundError("ledger's migrations directory is missing from this installation")
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An Alembic config for our scripts; ``connection`` is used as is when given."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "the migrations directory has no revisions"
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except SAOperationalError as exc:
+        raise DatabaseUnreachable(
+            f"cannot reach the ledger database {display_url(engine.url)}: {exc.orig}",
+            url=display_url(engine.url),
+        ) from None
+
+
+def check_schema(engine: Engine) -> None:
+    """Raise unless the database is at the code's head revision."""
+    current, head = current_revision(engine), head_revision()
+    if current == head:
+        return
+    where = display_url(engine.url)
+    if current is None:
+        message = f"the ledger database {where} has no ledger schema yet"
+    else:
+        message = f"the ledger database {where} is at revision {current}, this code needs {head}"
+    raise SchemaOutOfDate(f"{message}; run `{UPGRADE_COMMAND}`", current=current, head=head)
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), revision)

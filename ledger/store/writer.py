@@ -1,0 +1,246 @@
+"""The background writer: moves journaled events into the database, in batches.
+
+It runs on one daemon thread per :class:`~ledger.store.ledger.Ledger` and owns
+every database error, so none reaches a caller:
+
+* *Transient* errors (the database is down, locked, restarting) keep the batch
+  and the journal and retry with capped exponential backoff. One warning is
+  logged when an outage starts and one line when it ends, never one per event.
+* A batch the database *rejects* (a constraint or data error no retry fixes) is
+  split row by row; the rows that still fail go to a dead-letter file in the
+  journal directory, named in a warning. Nothing is dropped silently.
+* A schema that is not at the code's Alembic head is refused (nothing written,
+  the journal kept) with an error naming ``ledger db upgrade``; writing resumes
+  by itself once the database is upgraded.
+
+The queue holds wire rows and, between them, :class:`Sealed` markers: the
+ledger puts a marker after the last row of a segment it sealed, so when the
+writer reaches the marker every row of that segment is committed and the file
+can go.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from ledger.errors import DatabaseError
+from ledger.store import journal
+from ledger.store.engine import display_url
+from ledger.store.migrate import check_schema
+from ledger.store.sink import Row, Sink, make_sink, transient_errors
+
+log = logging.getLogger("ledger")
+
+
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    """Queue marker: every row of ``segment`` is ahead of this marker."""
+
+    segment: journal.Segment
+
+
+@dataclass(slots=True)
+class WriterSettings:
+    batch_size: int = 5_000
+    flush_interval_s: float = 0.2
+    backoff_initial_s: float = 0.05
+    backoff_max_s: float = 2.0
+
+
+@dataclass
+class _Progress:
+    """Counts shared between callers and the writer, under ``cond``."""
+
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    handled: int = 0  # rows committed or dead-lettered, in queue order
+
+
+class Writer:
+    def __init__(
+        self,
+        engine: Engine,
+        directory: Path,
+        queue: deque[Row | Sealed],
+        settings: WriterSettings,
+    ) -> None:
+        self._engine = engine
+        self._directory = directory
+        self._queue = queue
+        self._settings = settings
+        self._sink: Sink = make_sink(engine)
+        self._transient = transient_errors(engine)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.progress = _Progress()
+        self._schema_ok = False
+        self._failing_since: float | None = None
+        self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
+
+    # -- control, from any thread -------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def wait_handled(self, target: int, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.progress.cond:
+            while self.progress.handled < target:
+                self._wake.set()
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self.progress.cond.wait(remaining if remaining is not None else 1.0)
+        return True
+
+    def stop(self, timeout: float | None) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        self._sink.close()
+
+    # -- the thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        self._replay_orphans()
+        while True:
+            self._wake.wait(self._settings.flush_interval_s)
+            self._wake.clear()
+            while self._queue and self._drain_once():
+                pass
+            if self._stop.is_set():
+                return
+
+    def _drain_once(self) -> bool:
+        """Pop up to one batch and write it; a sealed segment is deleted after its rows.
+
+        False when the writer is stopping mid-outage: what was popped stays in
+        the journal, and no later segment may be deleted.
+        """
+        queue, batch = self._queue, list[Row]()
+        while queue and len(batch) < self._settings.batch_size:
+            item = queue.popleft()
+            if isinstance(item, Sealed):
+                if batch and not self._commit(batch):
+                    return False
+                batch = []
+                item.segment.release(delete=True)
+                continue
+            batch.append(item)
+        return not batch or self._commit(batch)
+
+    def _commit(self, batch: list[Row]) -> bool:
+        if not self._write(batch):
+            return False
+        with self.progress.cond:
+            self.progress.handled += len(batch)
+            self.progress.cond.notify_all()
+        return True
+
+    def replay(self) -> int:
+        """Write every orphaned segment in the directory now; returns rows replayed."""
+        return self._replay_orphans(retry=False)
+
+    def _replay_orphans(self, *, retry: bool = True) -> int:
+        total = 0
+        for found in journal.orphans(self._directory):
+            if found.bad_lines:
+                self._dead_letter(found.bad_lines, "unreadable journal lines")
+            ok = True
+            for start in range(0, len(found.rows), self._settings.batch_size):
+                chunk = found.rows[start : start + self._settings.batch_size]
+                ok = self._write(chunk, retry=retry)
+                if not ok:
+                    break
+                total += len(chunk)
+            found.segment.release(delete=ok)
+            if ok and found.rows:
+                log.info(
+                    "ledger: replayed %d journaled events from %s",
+                    len(found.rows),
+                    found.segment.path,
+                )
+        return total
+
+    def _write(self, rows: Sequence[Row], *, retry: bool = True) -> bool:
+        """Insert ``rows``; True once they are committed or dead-lettered.
+
+        With ``retry`` it keeps trying through transient errors until the
+        writer is stopped; without, it gives up after the first.
+        """
+        delay = self._settings.backoff_initial_s
+        while True:
+            try:
+                if not self._schema_ok:
+                    check_schema(self._engine)
+                    self._schema_ok = True
+                self._sink.insert(rows)
+            except self._transient as exc:
+                self._outage(f"cannot write to {display_url(self._engine.url)}: {exc}")
+            except DatabaseError as exc:  # unreachable, or the schema is out of date
+                self._outage(str(exc))
+            except Exception as exc:
+                self._reject(rows, exc)
+                self._recovered()
+                return True
+            else:
+                self._recovered()
+                return True
+            if not retry or self._stop.is_set():
+                return False
+            self._stop.wait(delay)
+            delay = min(delay * 2, self._settings.backoff_max_s)
+
+    def _outage(self, message: str) -> None:
+        self._schema_ok = False
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
+            log.warning(
+                "ledger: %s; events are kept in the journal %s and retried with backoff "
+                "(logged once per outage)",
+                message,
+                self._directory,
+            )
+
+    def _recovered(self) -> None:
+        if self._failing_since is not None:
+            log.warning(
+                "ledger: writing to the database again after %.1f s",
+                time.monotonic() - self._failing_since,
+            )
+            self._failing_since = None
+
+    def _reject(self, rows: Sequence[Row], exc: Exception) -> None:
+        """Find the rows the database refuses, one by one, and move them aside."""
+        refused: list[str] = []
+        reasons: set[str] = set()
+        for row in rows:
+            try:
+                self._sink.insert([row])
+            except self._transient:
+                raise
+            except Exception as row_exc:
+                refused.append(journal.encode_row(row).decode("utf-8"))
+                reasons.add(f"{type(row_exc).__name__}: {row_exc}".splitlines()[0])
+        if refused:
+            self._dead_letter(refused, "; ".join(sorted(reasons)) or str(exc))
+
+    def _dead_letter(self, lines: Sequence[str], reason: str) -> None:
+        path = journal.dead_letter(self._directory, lines, reason)
+        log.warning(
+            "ledger: the database refused %d event(s) (%s); they were moved to %s",
+            len(lines),
+            reason,
+            path,
+        )

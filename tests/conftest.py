@@ -1,0 +1,92 @@
+"""Shared fixtures: real SQLite files and a real PostgreSQL database per test session.
+
+PostgreSQL tests use the server named by ``LEDGER_TEST_POSTGRES_URL``. Unset,
+they skip with a one-line reason, except under ``CI=true`` where a missing or
+unreachable server fails the run loudly: CI must never pass by skipping.
+Each pytest session creates its own database on that server (so concurrent
+runs never share rows) and drops it at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy import Engine, delete
+from sqlalchemy.engine import make_url
+
+from ledger.schema import token_usage
+from ledger.store.engine import make_engine
+from ledger.store.migrate import upgrade
+
+PG_ENV = "LEDGER_TEST_POSTGRES_URL"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A migrated SQLite ledger in a temporary directory."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    return url
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    """A fresh, empty database on the test PostgreSQL server, for this session only."""
+    raw = os.environ.get(PG_ENV)
+    if not raw:
+        if IN_CI:
+            pytest.fail(f"CI=true but {PG_ENV} is not set: PostgreSQL tests must run in CI")
+        pytest.skip(f"PostgreSQL tests need {PG_ENV} (e.g. postgresql://postgres@127.0.0.1/test)")
+    admin = make_url(raw).set(drivername="postgresql")
+    name = f"ledger_test_{uuid.uuid4().hex[:12]}"
+    admin_dsn = admin.render_as_string(hide_password=False)
+    try:
+        with psycopg.connect(admin_dsn, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true and PostgreSQL at {PG_ENV} is unreachable: {exc}")
+        pytest.skip(f"PostgreSQL at {PG_ENV} is unreachable: {exc}")
+    try:
+        yield admin.set(drivername="postgresql+psycopg", database=name).render_as_string(
+            hide_password=False
+        )
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_url(pg_server_url: str) -> Iterator[str]:
+    """A migrated PostgreSQL ledger, emptied after the test."""
+    engine = make_engine(pg_server_url)
+    upgrade(engine)
+    try:
+        yield pg_server_url
+    finally:
+        with engine.begin() as conn:
+            conn.execute(delete(token_usage))
+        engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def ledger_url(request: pytest.FixtureRequest) -> str:
+    """The same test on a migrated SQLite file and on PostgreSQL."""
+    name = "sqlite_url" if request.param == "sqlite" else "pg_url"
+    url: str = request.getfixturevalue(name)
+    return url
+
+
+@pytest.fixture
+def engine_for(ledger_url: str) -> Iterator[Engine]:
+    engine = make_engine(ledger_url)
+    yield engine
+    engine.dispose()

@@ -1,0 +1,255 @@
+"""The ledger's promises: record() never blocks on the database and nothing recorded is lost."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, text
+from sqlalchemy.engine import make_url
+
+from ledger.events import UsageEvent
+from ledger.schema import token_usage
+from ledger.store.engine import make_engine
+from ledger.store.ledger import Ledger, replay
+from ledger.store.migrate import downgrade, upgrade
+
+from .record_child import event_id
+from .tcp_proxy import TcpProxy
+
+CHILD = Path(__file__).with_name("record_child.py")
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+
+
+def usage(**changes: object) -> UsageEvent:
+    e = UsageEvent(
+        started_at=NOW,
+        requested_provider="openai",
+        requested_model="gpt-4o-mini",
+        provider="openai",
+        status="ok",
+        input_tokens=10,
+        output_tokens=2,
+        cost_usd=Decimal("0.0000042"),
+        cost_source="computed",
+    )
+    return e.replace(**changes)
+
+
+def stored_ids(url: str) -> list[str]:
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        ids = list(conn.execute(select(token_usage.c.event_id)).scalars())
+    engine.dispose()
+    return ids
+
+
+def segments(directory: Path) -> list[Path]:
+    return sorted(directory.glob("segment-*.jsonl"))
+
+
+def test_recording_an_event_twice_stores_it_once(ledger_url: str, tmp_path: Path) -> None:
+    e = usage()
+    with Ledger(ledger_url, journal_dir=tmp_path / "j") as led:
+        led.record(e)
+        led.record(e)
+        assert led.flush()
+        led.record(e)
+        assert led.flush()
+    assert stored_ids(ledger_url) == [e.event_id]
+
+
+def test_journal_is_trimmed_once_events_are_committed(sqlite_url: str, tmp_path: Path) -> None:
+    journal_dir = tmp_path / "j"
+    with Ledger(sqlite_url, journal_dir=journal_dir, segment_bytes=20_000, batch_size=50) as led:
+        for _ in range(2_000):
+            led.record(usage())
+        assert led.flush()
+        time.sleep(0.3)  # the writer deletes sealed segments after their commit
+        assert len(segments(journal_dir)) == 1, "sealed segments are deleted once written"
+    assert segments(journal_dir) == []
+    assert len(stored_ids(sqlite_url)) == 2_000
+
+
+def test_out_of_date_schema_is_refused_then_written_after_upgrade(
+    sqlite_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = make_engine(sqlite_url)
+    downgrade(engine, "base")
+    journal_dir = tmp_path / "j"
+    with caplog.at_level(logging.WARNING, logger="ledger"):
+        led = Ledger(sqlite_url, journal_dir=journal_dir)
+        e = led.record(usage())
+        assert not led.flush(timeout=0.5)
+        led.close(timeout=0.1)
+    assert "run `ledger db upgrade`" in caplog.text
+    assert len(segments(journal_dir)) == 1, "the unwritten event stays in the journal"
+    upgrade(engine)
+    engine.dispose()
+    with Ledger(sqlite_url, journal_dir=journal_dir) as led2:  # the next ledger replays it
+        assert led2.flush()
+        deadline = time.monotonic() + 5
+        while stored_ids(sqlite_url) != [e] and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert stored_ids(sqlite_url) == [e]
+    assert segments(journal_dir) == []
+
+
+@pytest.mark.postgres
+def test_postgres_outage_loses_nothing_and_warns_once(
+    pg_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = make_url(pg_url)
+    proxy = TcpProxy((real.host or "127.0.0.1", real.port or 5432))
+    proxy.start()
+    via_proxy = real.set(port=proxy.port).render_as_string(hide_password=False)
+    recorded: list[str] = []
+    with caplog.at_level(logging.WARNING, logger="ledger"):
+        led = Ledger(via_proxy, journal_dir=tmp_path / "j", batch_size=100, flush_interval_s=0.02)
+        for _ in range(300):
+            recorded.append(led.record(usage()))
+        assert led.flush()
+        proxy.cut()  # the port now refuses connections
+        started = time.perf_counter()
+        for _ in range(3_000):
+            recorded.append(led.record(usage()))
+        elapsed = time.perf_counter() - started
+        assert not led.flush(timeout=1.0)
+        proxy.start()
+        assert led.flush(timeout=20)
+        led.close()
+    assert elapsed < 1.0, "record() must not wait for an unreachable database"
+    assert sorted(stored_ids(pg_url)) == sorted(recorded)
+    outage_warnings = [r for r in caplog.records if "retried with backoff" in r.getMessage()]
+    assert len(outage_warnings) == 1, [r.getMessage() for r in caplog.records]
+    assert "password" not in caplog.text
+
+
+@pytest.fixture
+def poison_trigger(ledger_url: str) -> Iterator[str]:
+    """Make the database itself refuse rows whose actor_id is 'poison'."""
+    engine = make_engine(ledger_url)
+    with engine.begin() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.execute(
+                text(
+                    "CREATE TRIGGER poison BEFORE INSERT ON token_usage "
+                    "WHEN NEW.actor_id = 'poison' BEGIN SELECT RAISE(ABORT, 'poison row'); END"
+                )
+            )
+        else:
+            conn.execute(
+                text(
+                    "ALTER TABLE token_usage ADD CONSTRAINT no_poison "
+                    "CHECK (actor_id IS DISTINCT FROM 'poison')"
+                )
+            )
+    yield ledger_url
+    with engine.begin() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.execute(text("DROP TRIGGER poison"))
+        else:
+            conn.execute(text("ALTER TABLE token_usage DROP CONSTRAINT no_poison"))
+    engine.dispose()
+
+
+def test_rejected_rows_go_to_a_dead_letter_file_and_the_rest_are_written(
+    poison_trigger: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal_dir = tmp_path / "j"
+    with (
+        caplog.at_level(logging.WARNING, logger="ledger"),
+        Ledger(poison_trigger, journal_dir=journal_dir) as led,
+    ):
+        good = [led.record(usage(actor_id=f"a{i}")) for i in range(9)]
+        bad = led.record(usage(actor_id="poison"))
+        assert led.flush()
+    assert sorted(stored_ids(poison_trigger)) == sorted(good)
+    [dead] = journal_dir.glob("dead-letter-*.jsonl")
+    assert bad in dead.read_text()
+    assert str(dead) in caplog.text and "refused 1 event" in caplog.text
+
+
+def test_sigkill_while_recording_loses_nothing_after_replay(
+    ledger_url: str, tmp_path: Path
+) -> None:
+    total = 50_000
+    progress = tmp_path / "progress"
+    progress.write_bytes(b"\0" * 8)
+    journal_dir = tmp_path / "j"
+    child = subprocess.Popen(
+        [sys.executable, str(CHILD), ledger_url, str(journal_dir), str(total), str(progress)],
+        env={**os.environ, "PYTHONPATH": str(CHILD.parents[2])},
+    )
+    deadline = time.monotonic() + 60
+    while struct.unpack("<q", progress.read_bytes())[0] < 15_000:
+        assert child.poll() is None and time.monotonic() < deadline, "child stopped early"
+        time.sleep(0.005)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    returned = struct.unpack("<q", progress.read_bytes())[0]
+    assert returned < total, "the kill must land mid-run"
+
+    replayed = replay(ledger_url, journal_dir=journal_dir)
+    ids = stored_ids(ledger_url)
+    assert len(ids) == len(set(ids)), "an event_id appears twice"
+    expected = {event_id(i) for i in range(returned)}
+    # Every event whose record() returned is there; at most the one in flight
+    # when the signal landed is there too.
+    assert expected <= set(ids)
+    assert set(ids) - expected <= {event_id(returned)}
+    assert replayed > 0 and segments(journal_dir) == []
+    assert replay(ledger_url, journal_dir=journal_dir) == 0
+
+
+def test_two_processes_record_into_one_sqlite_file(sqlite_url: str, tmp_path: Path) -> None:
+    n = 20_000
+    children = []
+    for k in range(2):
+        progress = tmp_path / f"progress{k}"
+        progress.write_bytes(b"\0" * 8)
+        children.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(CHILD),
+                    sqlite_url,
+                    str(tmp_path / f"j{k}"),
+                    str(n),
+                    str(progress),
+                    "200",
+                ],
+                env={**os.environ, "PYTHONPATH": str(CHILD.parents[2])},
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    results = [(c.communicate(timeout=120)[1], c.returncode) for c in children]
+    for err, code in results:
+        assert code == 0, err
+        assert "locked" not in err, err
+    ids = stored_ids(sqlite_url)
+    # Both children number their events 0..n-1: the same ids, stored once each.
+    assert len(ids) == n and set(ids) == {event_id(i) for i in range(n)}
+
+
+def test_record_returns_the_event_id_and_rejects_after_close(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    led = Ledger(sqlite_url, journal_dir=tmp_path / "j")
+    e = usage(event_id=str(uuid.uuid4()))
+    assert led.record(e) == e.event_id
+    led.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        led.record(usage())

@@ -1,0 +1,91 @@
+"""The four Alembic invariants, on SQLite and PostgreSQL, plus a full round trip."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, inspect, select
+
+from ledger.errors import SchemaOutOfDate
+from ledger.events import UsageEvent
+from ledger.schema import metadata, token_usage
+from ledger.store.engine import make_engine
+from ledger.store.ledger import Ledger
+from ledger.store.migrate import alembic_config, check_schema, downgrade, head_revision, upgrade
+
+
+def test_migrations_have_a_single_head() -> None:
+    heads = ScriptDirectory.from_config(alembic_config()).get_heads()
+    assert heads == [head_revision()]
+
+
+def test_models_match_the_migrated_schema(engine_for: Engine) -> None:
+    with engine_for.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        assert compare_metadata(context, metadata) == []
+
+
+def test_downgrade_to_empty_and_upgrade_again(engine_for: Engine) -> None:
+    downgrade(engine_for, "base")
+    assert "token_usage" not in inspect(engine_for).get_table_names()
+    with pytest.raises(SchemaOutOfDate, match="run `ledger db upgrade`"):
+        check_schema(engine_for)
+    upgrade(engine_for)
+    check_schema(engine_for)
+    columns = {c["name"] for c in inspect(engine_for).get_columns("token_usage")}
+    assert columns == {c.name for c in token_usage.columns}
+
+
+def test_every_value_round_trips(ledger_url: str, tmp_path: Path) -> None:
+    brt = dt.timezone(dt.timedelta(hours=-3))
+    e = UsageEvent(
+        started_at=dt.datetime(2026, 11, 30, 9, 15, 30, 123456, tzinfo=brt),
+        latency_ms=812.5,
+        ttft_ms=140.25,
+        session_id="sessão-ünïcødé-会话",
+        actor_id="planner",
+        session_key="ledger:sessão-ünïcødé-会话:planner",
+        requested_provider="openrouter",
+        requested_model="anthropic/claude-sonnet-4.6",
+        provider="openrouter",
+        model="anthropic/claude-4.6-sonnet-20260217",
+        upstream="Amazon Bedrock",
+        generation_id="gen-1773011158-Ce1hHC4Gr81WIraIsgAJ",
+        routing_sort="price",
+        routing_order="anthropic,amazon-bedrock",
+        status="error",
+        error_type="stream_interrupted",
+        http_status=200,
+        input_tokens=3329,
+        output_tokens=53,
+        cache_read_tokens=3211,
+        cache_write_tokens=115,
+        reasoning_tokens=7,
+        cost_usd=Decimal("0.0021985501"),
+        cost_source="provider",
+        response_cache_hit=True,
+        streamed=True,
+        paused=True,
+        locale="pt-BR",
+        tags={"env": "prod", "tenant": "açaí", "n": 3, "nested": {"ok": True}},
+        attempt=2,
+    )
+    with Ledger(ledger_url, journal_dir=tmp_path / "journal") as led:
+        led.record(e)
+        assert led.flush(10)
+    engine = make_engine(ledger_url)
+    with engine.connect() as conn:
+        row = conn.execute(select(token_usage)).one()._asdict()
+    engine.dispose()
+    assert row.pop("id") >= 1
+    assert row["started_at"] == dt.datetime(2026, 11, 30, 12, 15, 30, 123456, tzinfo=dt.UTC)
+    assert row["started_at"].utcoffset() == dt.timedelta(0)
+    assert isinstance(row["cost_usd"], Decimal)
+    for name, value in row.items():
+        assert value == getattr(e, name), name

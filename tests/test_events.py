@@ -1,0 +1,107 @@
+"""Validation at the caller: a bad event fails in record(), naming the field and value."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from ledger.events import UsageEvent, to_row
+from ledger.schema import EVENT_COLUMNS
+
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+
+
+def event(**changes: Any) -> UsageEvent:
+    base = UsageEvent(
+        started_at=NOW,
+        requested_provider="openrouter",
+        requested_model="anthropic/claude-sonnet-4.6",
+        provider="openrouter",
+        status="ok",
+        input_tokens=3329,
+        cache_read_tokens=3211,
+        cache_write_tokens=115,
+        output_tokens=53,
+    )
+    return base.replace(**changes)
+
+
+def test_wire_row_follows_the_schema_column_order() -> None:
+    e = event(
+        session_id="s-1",
+        actor_id="planner",
+        cost_usd=Decimal("0.00219855"),
+        cost_source="provider",
+        tags={"env": "prod"},
+        streamed=True,
+        http_status=200,
+    )
+    row = dict(zip(EVENT_COLUMNS, to_row(e), strict=True))
+    assert row["event_id"] == e.event_id
+    assert row["session_id"] == "s-1"
+    assert row["actor_id"] == "planner"
+    assert row["started_at"] == "2026-11-30 12:00:00.000000"
+    assert row["cost_usd"] == "0.00219855"
+    assert row["tags"] == '{"env":"prod"}'
+    assert row["streamed"] == 1 and row["paused"] == 0
+    assert row["input_tokens"] == 3329 and row["cache_write_tokens"] == 115
+
+
+def test_timestamps_in_other_zones_are_stored_as_utc() -> None:
+    brt = dt.timezone(dt.timedelta(hours=-3))
+    row = to_row(event(started_at=dt.datetime(2026, 11, 30, 9, 0, tzinfo=brt)))
+    assert row[EVENT_COLUMNS.index("started_at")] == "2026-11-30 12:00:00.000000"
+
+
+def test_cache_read_plus_write_may_exceed_input_as_providers_report_it() -> None:
+    # The real OpenRouter/Gemini response: 2161 read AND 2161 written of 2168.
+    to_row(event(input_tokens=2168, cache_read_tokens=2161, cache_write_tokens=2161))
+
+
+def test_reasoning_above_output_is_kept_as_reported() -> None:
+    to_row(event(output_tokens=10, reasoning_tokens=11))
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "why"),
+    [
+        ({"started_at": dt.datetime(2026, 1, 1)}, "started_at", "timezone-aware"),
+        ({"input_tokens": -1}, "input_tokens", "integer from 0"),
+        ({"output_tokens": 1.5}, "output_tokens", "integer from 0"),
+        ({"output_tokens": True}, "output_tokens", "integer from 0"),
+        ({"input_tokens": 2**40}, "input_tokens", "integer from 0"),
+        ({"cache_read_tokens": 4000}, "cache_read_tokens", "exceeds input_tokens (3329)"),
+        ({"cache_write_tokens": 4000}, "cache_write_tokens", "exceeds input_tokens (3329)"),
+        ({"session_id": "x" * 257}, "session_id", "at most 256"),
+        ({"provider": ""}, "provider", "required"),
+        ({"requested_model": None}, "requested_model", "required"),
+        ({"status": "success"}, "status", "'ok' or 'error'"),
+        ({"error_type": "boom"}, "error_type", "expected one of"),
+        ({"event_id": "not-a-uuid"}, "event_id", "UUID"),
+        ({"call_id": "0" * 36}, "call_id", "UUID"),
+        ({"cost_usd": 0.1}, "cost_usd", "never a float"),
+        ({"cost_usd": Decimal("NaN")}, "cost_usd", "finite"),
+        ({"cost_usd": Decimal("1e12")}, "cost_usd", "finite"),
+        ({"cost_source": "provider"}, "cost_source", "cost_usd is None"),
+        ({"tags": {"x": object()}}, "tags", "JSON"),
+        ({"tags": ["a"]}, "tags", "dict"),
+        ({"latency_ms": float("inf")}, "latency_ms", "finite"),
+        ({"actor_id": "a\x00b"}, "actor_id", "NUL"),
+        ({"actor_id": "\ud800"}, "actor_id", "UTF-8"),
+        ({"http_status": 42}, "http_status", "integer from 100"),
+    ],
+)
+def test_invalid_events_raise_naming_field_and_value(
+    changes: dict[str, Any], field: str, why: str
+) -> None:
+    with pytest.raises(ValueError, match=rf"UsageEvent\.{field} = .*{re.escape(why)}"):
+        to_row(event(**changes))
+
+
+def test_event_ids_are_generated_when_absent_and_distinct() -> None:
+    a, b = event(), event()
+    assert a.event_id != b.event_id and len(a.event_id) == 36
