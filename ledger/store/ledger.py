@@ -2,7 +2,7 @@
 
 ``record()`` is on the caller's hot path, so it does the least that makes the
 event safe: validate it (a bad event fails here, at the caller), append one
-line to this ledger's journal segment, and queue the row for the background
+line to this ledger's journal segment, and leave the row for the background
 :class:`~ledger.store.writer.Writer`. It never touches the database, so a slow
 or dead database never slows or breaks an LLM call.
 """
@@ -14,7 +14,6 @@ import hashlib
 import os
 import threading
 import weakref
-from collections import deque
 from pathlib import Path
 from typing import Final
 
@@ -25,8 +24,7 @@ from ledger.events import UsageEvent, to_row
 from ledger.store import journal
 from ledger.store.engine import database_url, make_engine, sqlite_path
 from ledger.store.migrate import check_schema
-from ledger.store.sink import Row
-from ledger.store.writer import Sealed, Writer, WriterSettings
+from ledger.store.writer import Pending, Writer, WriterSettings
 
 ENV_JOURNAL_DIR: Final = "LEDGER_JOURNAL_DIR"
 
@@ -74,14 +72,13 @@ class Ledger:
         self._owns_engine = engine is None
         self._engine = engine or make_engine(self.url)
         self._segment_bytes = segment_bytes
-        self._segment = journal.open_segment(self.journal_dir)
-        self._lock = threading.Lock()
-        self._queue: deque[Row | Sealed] = deque()
+        self._segment = journal.open_segment(self.journal_dir, segment_bytes)
+        self._pending = Pending()
         self._recorded = 0
         self._closed = False
         settings = WriterSettings(batch_size=batch_size, flush_interval_s=flush_interval_s)
         self._batch_size = batch_size
-        self._writer = Writer(self._engine, self.journal_dir, self._queue, settings)
+        self._writer = Writer(self._engine, self.journal_dir, self._pending, settings)
         self._writer.start()
         _live.add(self)
 
@@ -94,19 +91,28 @@ class Ledger:
         """
         row = to_row(event)
         line = journal.encode_row(row)
-        with self._lock:
+        pending = self._pending
+        with pending.lock:
             if self._closed:
                 raise RuntimeError("this Ledger is closed")
             segment = self._segment
+            if not segment.fits(line):
+                segment = self._rotate(len(line))
             journal.append(segment, line)
-            self._queue.append(row)
+            pending.rows.append(row)
             self._recorded += 1
-            if segment.size >= self._segment_bytes:
-                self._segment = journal.open_segment(self.journal_dir)
-                self._queue.append(Sealed(segment))
-        if len(self._queue) >= self._batch_size:
+            backlog = len(pending.rows)
+        if backlog >= self._batch_size:
             self._writer.wake()
         return event.event_id
+
+    def _rotate(self, line_bytes: int) -> journal.Segment:
+        """Seal the full segment and open the next (called under the pending lock)."""
+        sealed = self._segment
+        capacity = max(self._segment_bytes, 2 * line_bytes + 4096)
+        self._segment = journal.open_segment(self.journal_dir, capacity)
+        self._pending.seals.append((len(self._pending.rows), sealed))
+        return self._segment
 
     def flush(self, timeout: float | None = 10.0) -> bool:
         """Wait until every event recorded so far is in the database (or dead-lettered).
@@ -114,7 +120,7 @@ class Ledger:
         Returns False if ``timeout`` seconds pass first (the database is down,
         say); the events stay safe in the journal either way.
         """
-        with self._lock:
+        with self._pending.lock:
             target = self._recorded
         return self._writer.wait_handled(target, timeout)
 
@@ -124,13 +130,13 @@ class Ledger:
         Events not yet written stay in the journal for the next ledger or
         ``ledger replay``.
         """
-        with self._lock:
+        with self._pending.lock:
             if self._closed:
                 return
             self._closed = True
         done = self.flush(timeout)
         self._writer.stop(timeout=5.0)
-        self._segment.release(delete=done and not self._queue)
+        self._segment.release(delete=done and not self._pending.rows)
         if self._owns_engine:
             self._engine.dispose()
         _live.discard(self)
@@ -153,7 +159,8 @@ def replay(url: str | URL | None = None, *, journal_dir: Path | None = None) -> 
     engine = make_engine(resolved)
     try:
         check_schema(engine)
-        writer = Writer(engine, journal_dir or journal_dir_for(resolved), deque(), WriterSettings())
+        directory = journal_dir or journal_dir_for(resolved)
+        writer = Writer(engine, directory, Pending(), WriterSettings())
         try:
             return writer.replay()
         finally:

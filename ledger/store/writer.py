@@ -13,10 +13,11 @@ every database error, so none reaches a caller:
   the journal kept) with an error naming ``ledger db upgrade``; writing resumes
   by itself once the database is upgraded.
 
-The queue holds wire rows and, between them, :class:`Sealed` markers: the
-ledger puts a marker after the last row of a segment it sealed, so when the
-writer reaches the marker every row of that segment is committed and the file
-can go.
+Recorded rows wait in :class:`Pending`, which the writer swaps out whole: the
+writer does no per-row Python work while holding the GIL beyond the driver's
+own loop, which keeps ``record()`` latency flat while a batch is written.
+Pending also notes, for each segment the ledger sealed, how many rows preceded
+the seal; once those rows are committed the segment's file can go.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,11 +40,20 @@ from ledger.store.sink import Row, Sink, make_sink, transient_errors
 log = logging.getLogger("ledger")
 
 
-@dataclass(frozen=True, slots=True)
-class Sealed:
-    """Queue marker: every row of ``segment`` is ahead of this marker."""
+class Pending:
+    """Rows recorded but not yet taken by the writer, and the segments sealed among them."""
 
-    segment: journal.Segment
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.rows: list[Row] = []
+        #: (rows before the seal, sealed segment), in order.
+        self.seals: list[tuple[int, journal.Segment]] = []
+
+    def take(self) -> tuple[list[Row], list[tuple[int, journal.Segment]]]:
+        with self.lock:
+            rows, seals = self.rows, self.seals
+            self.rows, self.seals = [], []
+        return rows, seals
 
 
 @dataclass(slots=True)
@@ -60,7 +69,7 @@ class _Progress:
     """Counts shared between callers and the writer, under ``cond``."""
 
     cond: threading.Condition = field(default_factory=threading.Condition)
-    handled: int = 0  # rows committed or dead-lettered, in queue order
+    handled: int = 0  # rows committed or dead-lettered, in recording order
 
 
 class Writer:
@@ -68,12 +77,12 @@ class Writer:
         self,
         engine: Engine,
         directory: Path,
-        queue: deque[Row | Sealed],
+        pending: Pending,
         settings: WriterSettings,
     ) -> None:
         self._engine = engine
         self._directory = directory
-        self._queue = queue
+        self._pending = pending
         self._settings = settings
         self._sink: Sink = make_sink(engine)
         self._transient = transient_errors(engine)
@@ -117,28 +126,24 @@ class Writer:
         while True:
             self._wake.wait(self._settings.flush_interval_s)
             self._wake.clear()
-            while self._queue and self._drain_once():
-                pass
+            rows, seals = self._pending.take()
+            if (rows or seals) and not self._write_all(rows, seals):
+                return  # stopping mid-outage: the rows stay in the journal
             if self._stop.is_set():
                 return
 
-    def _drain_once(self) -> bool:
-        """Pop up to one batch and write it; a sealed segment is deleted after its rows.
-
-        False when the writer is stopping mid-outage: what was popped stays in
-        the journal, and no later segment may be deleted.
-        """
-        queue, batch = self._queue, list[Row]()
-        while queue and len(batch) < self._settings.batch_size:
-            item = queue.popleft()
-            if isinstance(item, Sealed):
-                if batch and not self._commit(batch):
-                    return False
-                batch = []
-                item.segment.release(delete=True)
-                continue
-            batch.append(item)
-        return not batch or self._commit(batch)
+    def _write_all(self, rows: list[Row], seals: list[tuple[int, journal.Segment]]) -> bool:
+        """Write ``rows`` in batches; delete each sealed segment once its rows are in."""
+        size, seal = self._settings.batch_size, 0
+        for start in range(0, len(rows) or 1, size):
+            chunk = rows[start : start + size]
+            if chunk and not self._commit(chunk):
+                return False
+            done = start + len(chunk)
+            while seal < len(seals) and seals[seal][0] <= done:
+                seals[seal][1].release(delete=True)
+                seal += 1
+        return True
 
     def _commit(self, batch: list[Row]) -> bool:
         if not self._write(batch):
