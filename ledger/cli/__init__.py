@@ -20,6 +20,7 @@ COMMANDS: Final = (
     "ledger.cli.demo:demo",
     "ledger.cli.db:db",
     "ledger.cli.replay:replay",
+    "ledger.cli.simulate:simulate",
 )
 
 

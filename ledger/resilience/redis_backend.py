@@ -1,0 +1,292 @@
+"""Redis backends: one limiter and one response cache for many instances.
+
+The ADR's acknowledged gap: behind a load balancer each instance would count
+and cache alone. Here the sliding log lives in a Redis sorted set per key,
+updated by one Lua script (atomic: no two instances can both take the last
+slot), timed by Redis's own clock (``TIME``), so instances with skewed clocks
+still share one window; the key expires one window after its last request, so
+idle keys free themselves. Cache entries are plain strings with a TTL.
+
+**Redis going away never takes the service down.** A connection failure or
+timeout switches to the in-process limiter and skips the shared cache (the
+local one still works), logging one warning for the outage; after
+``retry_interval_s`` the next request tries Redis again, and a success logs
+its recovery. Timeouts are short (Redis on the request path must answer in
+milliseconds or not at all) and a dropped connection is retried once at once,
+so a killed connection (``CLIENT KILL``) just reconnects. Other Redis errors (a
+script bug, a wrong type) are ours to fix and propagate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import math
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable
+from typing import Any, Final
+
+import redis
+import redis.asyncio
+import redis.asyncio.retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+from ledger.resilience.limiter import Decision, SlidingWindowLimiter
+
+log = logging.getLogger("ledger.resilience")
+
+#: Failures that mean "Redis is not there", as opposed to a bug in our use of it.
+UNREACHABLE: Final = (RedisConnectionError, RedisTimeoutError, OSError)
+
+# KEYS[1] the key's log; ARGV window ms, limit, a unique member. Returns
+# {allowed 0/1, remaining, retry_after_ms}. Milliseconds keep every number
+# exact in Lua's 14-significant-digit number-to-string conversion.
+SLIDING_LOG_LUA: Final = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local count = redis.call('ZCARD', KEYS[1])
+if count < limit then
+  redis.call('ZADD', KEYS[1], now, ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], window)
+  return {1, limit - count - 1, 0}
+end
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {0, 0, tonumber(oldest[2]) + window - now}
+"""
+
+
+class RedisHealth:
+    """Whether to use Redis right now; logs one warning per outage."""
+
+    def __init__(
+        self, *, retry_interval_s: float = 5.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.retry_interval_s = retry_interval_s
+        self._clock = clock
+        self._down_until: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def down(self) -> bool:
+        """True during an outage (between a failure and the next success)."""
+        return self._down_until is not None
+
+    def usable(self) -> bool:
+        """False while down and the retry interval has not passed yet."""
+        until = self._down_until
+        return until is None or self._clock() >= until
+
+    def failed(self, exc: BaseException) -> None:
+        with self._lock:
+            first = self._down_until is None
+            self._down_until = self._clock() + self.retry_interval_s
+        if first:
+            log.warning(
+                "Redis unreachable (%s): using the in-process rate limiter and skipping "
+                "the shared response cache until it is back",
+                type(exc).__name__,
+            )
+
+    def succeeded(self) -> None:
+        if self._down_until is None:
+            return
+        with self._lock:
+            was_down, self._down_until = self._down_until is not None, None
+        if was_down:  # re-read under the lock: another thread may have logged it
+            log.info("Redis reachable again: shared rate limiter and response cache resumed")
+
+
+class RedisConnections:
+    """A sync client and one asyncio client per event loop, for one Redis URL.
+
+    asyncio connections belong to the loop that opened them, so each loop
+    (uvicorn's, a test's) gets its own client.
+    """
+
+    def __init__(self, url: str, *, timeout_s: float = 0.25) -> None:
+        self.url = url
+        self._options: dict[str, Any] = {
+            "socket_timeout": timeout_s,
+            "socket_connect_timeout": timeout_s,
+        }
+        self.client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 1), **self._options)
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, redis.asyncio.Redis] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def async_client(self) -> redis.asyncio.Redis:
+        loop = asyncio.get_running_loop()
+        client = self._async.get(loop)
+        if client is None:
+            retry = redis.asyncio.retry.Retry(NoBackoff(), 1)
+            client = self._async[loop] = redis.asyncio.Redis.from_url(
+                self.url, retry=retry, **self._options
+            )
+        return client
+
+    def close(self) -> None:
+        """Close every client: the sync one, and each loop's asyncio one.
+
+        Call it from outside the serving loop (after ``uvicorn.Server.serve``
+        returns, say, or from another thread while the loop still runs); from a
+        coroutine on that loop, ``await aclose()`` instead.
+        """
+        self.client.close()
+        for loop, client in list(self._async.items()):
+            if loop.is_closed():
+                continue
+            if loop.is_running():
+                if _running_loop() is loop:
+                    continue  # cannot block here; aclose() is the way from inside
+                asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=5)
+            else:
+                loop.run_until_complete(client.aclose())
+            del self._async[loop]
+
+    async def aclose(self) -> None:
+        """Close this loop's asyncio client."""
+        client = self._async.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class RedisSlidingWindowLimiter:
+    """The sliding-log limiter shared through Redis; ``fallback`` serves during outages."""
+
+    def __init__(
+        self,
+        connections: RedisConnections,
+        limit: int,
+        window_s: float,
+        *,
+        prefix: str = "ledger:",
+        health: RedisHealth | None = None,
+        fallback: SlidingWindowLimiter | None = None,
+    ) -> None:
+        self.fallback = fallback or SlidingWindowLimiter(limit, window_s)
+        self.limit, self.window_s = limit, float(window_s)
+        self.connections = connections
+        self.prefix = f"{prefix}rl:"
+        self.health = health or RedisHealth()
+        self._window_ms = max(1, math.ceil(window_s * 1000))
+        self._script = connections.client.register_script(SLIDING_LOG_LUA)
+        # Sorted-set members must be unique; next() on a count is atomic under the GIL.
+        self._instance = uuid.uuid4().hex
+        self._counter = itertools.count()
+
+    def _args(self) -> list[Any]:
+        return [self._window_ms, self.limit, f"{self._instance}:{next(self._counter)}"]
+
+    def check(self, key: str) -> Decision:
+        if not self.health.usable():
+            return self.fallback.check(key)
+        try:
+            reply = self._script(keys=[self.prefix + key], args=self._args())
+        except UNREACHABLE as exc:
+            self.health.failed(exc)
+            return self.fallback.check(key)
+        self.health.succeeded()
+        return _decision(reply)
+
+    async def acheck(self, key: str) -> Decision:
+        if not self.health.usable():
+            return self.fallback.check(key)
+        client = self.connections.async_client()
+        try:
+            reply = await client.evalsha(self._script.sha, 1, self.prefix + key, *self._args())
+        except redis.exceptions.NoScriptError:
+            reply = await client.eval(SLIDING_LOG_LUA, 1, self.prefix + key, *self._args())
+        except UNREACHABLE as exc:
+            self.health.failed(exc)
+            return self.fallback.check(key)
+        self.health.succeeded()
+        return _decision(reply)
+
+
+def _decision(reply: Any) -> Decision:
+    allowed, remaining, retry_ms = (int(x) for x in reply)
+    return Decision(bool(allowed), remaining, retry_ms / 1000)
+
+
+class RedisCacheStore:
+    """The response cache's shared store: ``SET key value PX ttl`` / ``GET key``."""
+
+    def __init__(
+        self,
+        connections: RedisConnections,
+        *,
+        prefix: str = "ledger:",
+        health: RedisHealth | None = None,
+        max_entry_bytes: int = 1 * 2**20,
+    ) -> None:
+        self.connections = connections
+        self.prefix = f"{prefix}rc:"
+        self.health = health or RedisHealth()
+        self.max_entry_bytes = max_entry_bytes
+
+    def get(self, key: str) -> bytes | None:
+        if not self.health.usable():
+            return None
+        try:
+            data = self.connections.client.get(self.prefix + key)
+        except UNREACHABLE as exc:
+            self.health.failed(exc)
+            return None
+        self.health.succeeded()
+        return _as_bytes(data)
+
+    def set(self, key: str, data: bytes, ttl_s: float) -> None:
+        if len(data) > self.max_entry_bytes or not self.health.usable():
+            return
+        try:
+            self.connections.client.set(self.prefix + key, data, px=_ttl_ms(ttl_s))
+        except UNREACHABLE as exc:
+            self.health.failed(exc)
+            return
+        self.health.succeeded()
+
+    async def aget(self, key: str) -> bytes | None:
+        if not self.health.usable():
+            return None
+        try:
+            data = await self.connections.async_client().get(self.prefix + key)
+        except UNREACHABLE as exc:
+            self.health.failed(exc)
+            return None
+        self.health.succeeded()
+        return _as_bytes(data)
+
+    async def aset(self, key: str, data: bytes, ttl_s: float) -> None:
+        if len(data) > self.max_entry_bytes or not self.health.usable():
+            return
+        try:
+            await self.connections.async_client().set(self.prefix + key, data, px=_ttl_ms(ttl_s))
+        except UNREACHABLE as exc:
+            self.health.failed(exc)
+            return
+        self.health.succeeded()
+
+
+def _ttl_ms(ttl_s: float) -> int:
+    return max(1, math.ceil(ttl_s * 1000))
+
+
+def _as_bytes(data: Any) -> bytes | None:
+    return None if data is None else bytes(data)

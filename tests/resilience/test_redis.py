@@ -1,0 +1,198 @@
+"""Redis backends against the real server (see conftest.py for skip/CI rules)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from ledger.resilience.cache import ResponseCache
+from ledger.resilience.limiter import SlidingWindowLimiter
+from ledger.resilience.redis_backend import (
+    RedisCacheStore,
+    RedisConnections,
+    RedisHealth,
+    RedisSlidingWindowLimiter,
+)
+from tests.resilience.servers import TcpRelay
+
+
+@pytest.fixture
+def connections(redis_url: str) -> Iterator[RedisConnections]:
+    conns = RedisConnections(redis_url)
+    yield conns
+    conns.close()
+
+
+def warnings_in(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_a_burst_is_limited_with_retry_after(
+    connections: RedisConnections, redis_prefix: str
+) -> None:
+    limiter = RedisSlidingWindowLimiter(connections, 5, 30.0, prefix=redis_prefix)
+    decisions = [limiter.check("203.0.113.9") for _ in range(7)]
+    assert [d.allowed for d in decisions] == [True] * 5 + [False] * 2
+    assert [d.remaining for d in decisions[:5]] == [4, 3, 2, 1, 0]
+    assert 29 < decisions[5].retry_after_s <= 30
+    assert limiter.check("198.51.100.1").allowed
+
+
+def test_two_instances_share_one_window(redis_url: str, redis_prefix: str) -> None:
+    a_conn, b_conn = RedisConnections(redis_url), RedisConnections(redis_url)
+    try:
+        a = RedisSlidingWindowLimiter(a_conn, 4, 30.0, prefix=redis_prefix)
+        b = RedisSlidingWindowLimiter(b_conn, 4, 30.0, prefix=redis_prefix)
+        allowed = [lim.check("k").allowed for lim in (a, b, a, b, a, b)]
+    finally:
+        a_conn.close()
+        b_conn.close()
+    assert allowed == [True, True, True, True, False, False]
+
+
+def test_the_window_slides_and_idle_keys_expire(
+    connections: RedisConnections, redis_prefix: str, admin: redis.Redis
+) -> None:
+    limiter = RedisSlidingWindowLimiter(connections, 2, 0.3, prefix=redis_prefix)
+    assert limiter.check("k").allowed and limiter.check("k").allowed
+    assert not limiter.check("k").allowed
+    assert 0 < admin.pttl(f"{redis_prefix}rl:k") <= 300
+    time.sleep(0.35)
+    assert limiter.check("k").allowed
+    time.sleep(0.35)
+    assert admin.exists(f"{redis_prefix}rl:k") == 0
+
+
+async def test_coroutines_get_exactly_the_limit(
+    connections: RedisConnections, redis_prefix: str
+) -> None:
+    limiter = RedisSlidingWindowLimiter(connections, 25, 30.0, prefix=redis_prefix)
+    try:
+        decisions = await asyncio.gather(*(limiter.acheck("k") for _ in range(60)))
+    finally:
+        await connections.aclose()
+    assert sum(d.allowed for d in decisions) == 25
+    assert all(d.retry_after_s > 0 for d in decisions if not d.allowed)
+
+
+def test_the_cache_is_shared_between_instances_with_a_ttl(
+    redis_url: str, redis_prefix: str, admin: redis.Redis
+) -> None:
+    a_conn, b_conn = RedisConnections(redis_url), RedisConnections(redis_url)
+    try:
+        a: ResponseCache[dict[str, str]] = ResponseCache(
+            ttl_s=30, shared=RedisCacheStore(a_conn, prefix=redis_prefix)
+        )
+        b: ResponseCache[dict[str, str]] = ResponseCache(
+            ttl_s=30, shared=RedisCacheStore(b_conn, prefix=redis_prefix)
+        )
+        first = a.get_or_compute("k1", lambda: {"content": "computed once", "provider": "openai"})
+        second = b.get_or_compute("k1", lambda: pytest.fail("instance b called the provider"))
+        assert (first.hit, second.hit) == (False, True) and second.value == first.value
+        assert 29_000 < admin.pttl(f"{redis_prefix}rc:k1") <= 30_000
+        paused = {"content": "draft", "paused": True}
+        assert not a.put("k2", paused) and admin.exists(f"{redis_prefix}rc:k2") == 0
+    finally:
+        a_conn.close()
+        b_conn.close()
+
+
+async def test_async_cache_reads_and_writes_redis(
+    connections: RedisConnections, redis_prefix: str, admin: redis.Redis
+) -> None:
+    cache: ResponseCache[dict[str, str]] = ResponseCache(
+        ttl_s=30, shared=RedisCacheStore(connections, prefix=redis_prefix)
+    )
+
+    async def compute() -> dict[str, str]:
+        await asyncio.sleep(0.02)
+        return {"content": "hello"}
+
+    try:
+        served = await asyncio.gather(*(cache.aget_or_compute("k", compute) for _ in range(5)))
+        assert sum(not s.hit for s in served) == 1
+        assert admin.get(f"{redis_prefix}rc:k") == b'{"content":"hello"}'
+        fresh: ResponseCache[dict[str, str]] = ResponseCache(
+            shared=RedisCacheStore(connections, prefix=redis_prefix)
+        )
+        assert await fresh.aget("k") == {"content": "hello"}
+    finally:
+        await connections.aclose()
+
+
+def closed_port() -> int:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port: int = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def test_unreachable_redis_falls_back_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    conns = RedisConnections(f"redis://127.0.0.1:{closed_port()}/0")
+    health = RedisHealth(retry_interval_s=0.01)
+    limiter = RedisSlidingWindowLimiter(
+        conns, 3, 30.0, health=health, fallback=SlidingWindowLimiter(3, 30.0)
+    )
+    cache: ResponseCache[str] = ResponseCache(shared=RedisCacheStore(conns, health=health))
+    with caplog.at_level(logging.WARNING, logger="ledger.resilience"):
+        started = time.monotonic()
+        decisions = []
+        for _ in range(5):
+            decisions.append(limiter.check("k"))
+            time.sleep(0.012)  # past the retry interval: each call probes Redis again
+        assert cache.get_or_compute("q", lambda: "answer").value == "answer"
+        assert cache.get_or_compute("q", lambda: "again").hit  # the local cache still works
+        elapsed = time.monotonic() - started
+    conns.close()
+    assert [d.allowed for d in decisions] == [True, True, True, False, False]
+    assert len(warnings_in(caplog)) == 1 and "in-process rate limiter" in warnings_in(caplog)[0]
+    assert elapsed < 2
+
+
+def test_redis_going_away_mid_run_keeps_answering_and_recovers(
+    redis_url: str, redis_prefix: str, admin: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    target = admin.connection_pool.connection_kwargs
+    relay = TcpRelay((target.get("host", "127.0.0.1"), target.get("port", 6379)))
+    conns = RedisConnections(f"redis://127.0.0.1:{relay.port}/{target.get('db', 0)}")
+    health = RedisHealth(retry_interval_s=0.2)
+    limiter = RedisSlidingWindowLimiter(conns, 100, 30.0, prefix=redis_prefix, health=health)
+    key = f"{redis_prefix}rl:k"
+    try:
+        with caplog.at_level(logging.INFO, logger="ledger.resilience"):
+            assert all(limiter.check("k").allowed for _ in range(3))
+            assert admin.zcard(key) == 3
+            relay.cut()
+            assert all(limiter.check("k").allowed for _ in range(20))  # served in process
+            assert health.down and admin.zcard(key) == 3
+            relay.restore()
+            time.sleep(0.25)
+            assert limiter.check("k").allowed
+            assert not health.down and admin.zcard(key) == 4
+    finally:
+        conns.close()
+        relay.close()
+    assert len(warnings_in(caplog)) == 1
+    assert any("reachable again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_killed_connection_reconnects_without_falling_back(
+    connections: RedisConnections,
+    redis_prefix: str,
+    admin: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    limiter = RedisSlidingWindowLimiter(connections, 100, 30.0, prefix=redis_prefix)
+    assert limiter.check("k").allowed
+    client_id = connections.client.client_id()
+    admin.client_kill_filter(_id=client_id)
+    assert limiter.check("k").allowed
+    assert admin.zcard(f"{redis_prefix}rl:k") == 2
+    assert not limiter.health.down and warnings_in(caplog) == []
