@@ -185,19 +185,28 @@ def orphans(directory: Path) -> Iterator[Replay]:
             os.close(fd)
             continue
         segment = Segment(path=path, fd=fd, size=0)
+        if not path.exists():  # replayed and deleted between our open and lock
+            segment.release(delete=False)
+            continue
         try:
-            if not path.exists():  # replayed and deleted between our open and lock
-                segment.release(delete=False)
-                continue
-            with os.fdopen(os.dup(fd), "rb") as f:
-                data = f.read()
-            rows, bad = _decode(path, data) if data else ([], [])
+            rows, bad = read(segment)
         except (OSError, ValueError) as exc:
             log.warning("ledger: skipping unreadable journal segment %s: %s", path, exc)
             segment.release(delete=False)
             continue
-        segment.size, segment.events = len(data), len(rows)
+        segment.events = len(rows)
         yield Replay(segment=segment, rows=rows, bad_lines=bad)
+
+
+def read(segment: Segment) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """The events in a segment we hold the lock of (ours, or an orphan we took)."""
+    if segment.mapping is not None:
+        data = bytes(segment.mapping[: segment.size])
+    else:
+        with os.fdopen(os.dup(segment.fd), "rb") as f:
+            data = f.read()
+        segment.size = len(data)
+    return _decode(segment.path, data) if data else ([], [])
 
 
 def dead_letter(directory: Path, lines: Sequence[str], reason: str) -> Path:

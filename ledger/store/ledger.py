@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import logging
 import os
 import threading
 import weakref
@@ -27,6 +28,8 @@ from ledger.store.migrate import check_schema
 from ledger.store.writer import Pending, Writer, WriterSettings
 
 ENV_JOURNAL_DIR: Final = "LEDGER_JOURNAL_DIR"
+
+log = logging.getLogger("ledger")
 
 
 def journal_dir_for(url: URL) -> Path:
@@ -63,6 +66,7 @@ class Ledger:
         *,
         journal_dir: Path | None = None,
         batch_size: int = 5_000,
+        max_pending_rows: int = 200_000,
         flush_interval_s: float = 0.2,
         segment_bytes: int = journal.DEFAULT_SEGMENT_BYTES,
         engine: Engine | None = None,
@@ -73,7 +77,8 @@ class Ledger:
         self._engine = engine or make_engine(self.url)
         self._segment_bytes = segment_bytes
         self._segment = journal.open_segment(self.journal_dir, segment_bytes)
-        self._pending = Pending()
+        self._pending = Pending(max_pending_rows)
+        self._pending.seal_live = self._seal_live
         self._recorded = 0
         self._closed = False
         settings = WriterSettings(batch_size=batch_size, flush_interval_s=flush_interval_s)
@@ -99,20 +104,33 @@ class Ledger:
             if not segment.fits(line):
                 segment = self._rotate(len(line))
             journal.append(segment, line)
-            pending.rows.append(row)
             self._recorded += 1
+            pending.count += 1
             backlog = len(pending.rows)
+            if backlog < pending.max_rows:
+                pending.rows.append(row)
+            elif not pending.spilled:
+                pending.spilled = True
+                log.warning(
+                    "ledger: %d events are waiting for the database; new ones are kept in "
+                    "the journal %s only until it catches up",
+                    backlog,
+                    self.journal_dir,
+                )
         if backlog >= self._batch_size:
             self._writer.wake()
         return event.event_id
 
-    def _rotate(self, line_bytes: int) -> journal.Segment:
-        """Seal the full segment and open the next (called under the pending lock)."""
+    def _rotate(self, line_bytes: int = 0) -> journal.Segment:
+        """Seal the live segment and open the next (called under the pending lock)."""
         sealed = self._segment
         capacity = max(self._segment_bytes, 2 * line_bytes + 4096)
         self._segment = journal.open_segment(self.journal_dir, capacity)
         self._pending.seals.append((len(self._pending.rows), sealed))
         return self._segment
+
+    def _seal_live(self) -> None:
+        self._rotate()
 
     def flush(self, timeout: float | None = 10.0) -> bool:
         """Wait until every event recorded so far is in the database (or dead-lettered).
@@ -136,7 +154,7 @@ class Ledger:
             self._closed = True
         done = self.flush(timeout)
         self._writer.stop(timeout=5.0)
-        self._segment.release(delete=done and not self._pending.rows)
+        self._segment.release(delete=done and not self._pending.count)
         if self._owns_engine:
             self._engine.dispose()
         _live.discard(self)

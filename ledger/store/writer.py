@@ -18,6 +18,12 @@ writer does no per-row Python work while holding the GIL beyond the driver's
 own loop, which keeps ``record()`` latency flat while a batch is written.
 Pending also notes, for each segment the ledger sealed, how many rows preceded
 the seal; once those rows are committed the segment's file can go.
+
+Memory stays bounded through a long outage: past ``max_rows`` waiting rows,
+the ledger keeps new events in the journal only and marks the batch
+*spilled*; the writer then reads the spilled segments back from disk once
+the database returns (inserts are idempotent, so rows it already wrote are
+skipped).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,20 +46,42 @@ from ledger.store.sink import Row, Sink, make_sink, transient_errors
 log = logging.getLogger("ledger")
 
 
+@dataclass(slots=True)
+class Taken:
+    """One hand-over from the ledger to the writer."""
+
+    rows: list[Row]
+    #: (rows before the seal, sealed segment), in order.
+    seals: list[tuple[int, journal.Segment]]
+    #: Events recorded since the previous hand-over.
+    count: int
+    #: Some events are only on disk: read ``seals`` back instead of ``rows``.
+    spilled: bool = False
+
+
 class Pending:
-    """Rows recorded but not yet taken by the writer, and the segments sealed among them."""
+    """Rows recorded but not yet taken by the writer, and the segments sealed among them.
 
-    def __init__(self) -> None:
+    The owner appends under ``lock``; :meth:`take` swaps everything out at once.
+    """
+
+    def __init__(self, max_rows: int = 200_000) -> None:
         self.lock = threading.Lock()
+        self.max_rows = max_rows
         self.rows: list[Row] = []
-        #: (rows before the seal, sealed segment), in order.
         self.seals: list[tuple[int, journal.Segment]] = []
+        self.count = 0
+        self.spilled = False
+        #: Called under ``lock`` to seal the live segment before a spilled hand-over.
+        self.seal_live: Callable[[], None] | None = None
 
-    def take(self) -> tuple[list[Row], list[tuple[int, journal.Segment]]]:
+    def take(self) -> Taken:
         with self.lock:
-            rows, seals = self.rows, self.seals
-            self.rows, self.seals = [], []
-        return rows, seals
+            if self.spilled and self.seal_live is not None:
+                self.seal_live()  # every spilled event is now in a sealed segment
+            taken = Taken(self.rows, self.seals, self.count, self.spilled)
+            self.rows, self.seals, self.count, self.spilled = [], [], 0, False
+        return taken
 
 
 @dataclass(slots=True)
@@ -126,14 +154,17 @@ class Writer:
         while True:
             self._wake.wait(self._settings.flush_interval_s)
             self._wake.clear()
-            rows, seals = self._pending.take()
-            if (rows or seals) and not self._write_all(rows, seals):
+            taken = self._pending.take()
+            if (taken.count or taken.seals) and not self._write_all(taken):
                 return  # stopping mid-outage: the rows stay in the journal
             if self._stop.is_set():
                 return
 
-    def _write_all(self, rows: list[Row], seals: list[tuple[int, journal.Segment]]) -> bool:
-        """Write ``rows`` in batches; delete each sealed segment once its rows are in."""
+    def _write_all(self, taken: Taken) -> bool:
+        """Write a hand-over in batches; delete each sealed segment once its rows are in."""
+        if taken.spilled:
+            return self._write_from_disk(taken)
+        rows, seals = taken.rows, taken.seals
         size, seal = self._settings.batch_size, 0
         for start in range(0, len(rows) or 1, size):
             chunk = rows[start : start + size]
@@ -145,13 +176,29 @@ class Writer:
                 seal += 1
         return True
 
+    def _write_from_disk(self, taken: Taken) -> bool:
+        size = self._settings.batch_size
+        for _, segment in taken.seals:
+            rows, bad = journal.read(segment)
+            if bad:
+                self._dead_letter(bad, "unreadable journal lines")
+            for start in range(0, len(rows), size):
+                if not self._write(rows[start : start + size]):
+                    return False
+            segment.release(delete=True)
+        self._advance(taken.count)
+        return True
+
     def _commit(self, batch: list[Row]) -> bool:
         if not self._write(batch):
             return False
-        with self.progress.cond:
-            self.progress.handled += len(batch)
-            self.progress.cond.notify_all()
+        self._advance(len(batch))
         return True
+
+    def _advance(self, handled: int) -> None:
+        with self.progress.cond:
+            self.progress.handled += handled
+            self.progress.cond.notify_all()
 
     def replay(self) -> int:
         """Write every orphaned segment in the directory now; returns rows replayed."""

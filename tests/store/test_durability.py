@@ -253,3 +253,27 @@ def test_record_returns_the_event_id_and_rejects_after_close(
     led.close()
     with pytest.raises(RuntimeError, match="closed"):
         led.record(usage())
+
+
+def test_memory_stays_bounded_through_an_outage_and_nothing_is_lost(
+    sqlite_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = make_engine(sqlite_url)
+    downgrade(engine, "base")  # the writer now refuses to write: an outage
+    with caplog.at_level(logging.WARNING, logger="ledger"):
+        led = Ledger(
+            sqlite_url,
+            journal_dir=tmp_path / "j",
+            max_pending_rows=100,
+            segment_bytes=50_000,
+            flush_interval_s=0.01,
+        )
+        recorded = [led.record(usage()) for _ in range(1_000)]
+        assert len(led._pending.rows) <= 100
+        upgrade(engine)
+        assert led.flush(timeout=20)
+        led.close()
+    engine.dispose()
+    assert "kept in the journal" in caplog.text
+    assert sorted(stored_ids(sqlite_url)) == sorted(recorded)
+    assert segments(tmp_path / "j") == []
