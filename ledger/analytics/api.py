@@ -1,0 +1,203 @@
+"""The Python API: one object over the local DuckDB file, returning DataFrames.
+
+::
+
+    from ledger.analytics import Analytics, Filters
+    with Analytics() as a:                   # LEDGER_DATABASE_URL, else ./ledger.db
+        a.agent_stickiness()                 # a pandas DataFrame
+        a.cache_hits(Filters(actors=["planner"], key_sent=True))
+        a.sql("SELECT * FROM calls WHERE fell_back")
+
+Designed to be held for a process's lifetime (a dashboard's cached resource):
+Money columns hold ``Decimal`` values (exact, as in the ledger); timestamps
+are tz-aware UTC. One DuckDB connection, a fresh cursor per query (a DuckDB connection is not
+safe to share between threads, its cursors are), and :meth:`refresh` that
+costs two index lookups when the ledger has nothing new.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import duckdb
+import pandas as pd  # type: ignore[import-untyped]
+from sqlalchemy.engine import URL
+
+from ledger.analytics import local, views
+from ledger.analytics.export import ExportResult, export_parquet
+from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
+from ledger.analytics.source import LedgerSource
+from ledger.analytics.sync import ProgressCallback, SyncResult, sync
+from ledger.analytics.views import Filters
+from ledger.store.engine import database_url
+
+# Per agent, model and key_sent: the cache_hits view summed over upstreams.
+_CACHE_HITS_BY_AGENT = """
+SELECT
+    actor_id,
+    requested_model,
+    key_sent,
+    CAST(sum(calls) AS BIGINT) AS calls,
+    CAST(sum(input_tokens) AS BIGINT) AS input_tokens,
+    CAST(sum(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
+    CAST(sum(cache_read_tokens) AS DOUBLE) / nullif(sum(input_tokens), 0) AS token_hit_rate,
+    CAST(sum(hit_calls) AS DOUBLE) / nullif(sum(calls), 0) AS call_hit_rate,
+    CAST(sum(response_cache_hits) AS BIGINT) AS response_cache_hits
+FROM cache_hits
+GROUP BY actor_id, requested_model, key_sent
+ORDER BY actor_id NULLS LAST, requested_model, key_sent DESC
+"""
+
+#: Seconds to wait for another process to release the analytics file.
+DEFAULT_LOCK_TIMEOUT_S = 3.0
+
+
+class Analytics:
+    """The ledger's analytics: the synced ``token_usage`` copy and every view.
+
+    ``url``: the ledger (default ``LEDGER_DATABASE_URL``, else ``./ledger.db``).
+    ``path``: the DuckDB file (default :func:`analytics_path_for`).
+    ``settings``: stored in the file when given; otherwise the file's own (or
+    the defaults) apply. ``sync``: bring the copy up to date on open.
+    ``allow_memory``: when another process holds the file, work on a private
+    in-memory copy instead of raising :class:`AnalyticsBusy`.
+    ``memory_limit``: DuckDB's memory cap for the file (it spills beyond it).
+    """
+
+    def __init__(
+        self,
+        url: str | URL | None = None,
+        *,
+        path: Path | None = None,
+        settings: AnalyticsSettings | None = None,
+        sync: bool = True,
+        progress: ProgressCallback | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S,
+        allow_memory: bool = False,
+        memory_limit: str = local.DEFAULT_MEMORY_LIMIT,
+    ) -> None:
+        self.url = database_url(url)
+        self._source = LedgerSource(self.url)
+        self.path = path if path is not None else analytics_path_for(self.url)
+        self._con, self.in_memory = local.open_file(
+            self.path,
+            lock_timeout=lock_timeout,
+            allow_memory=allow_memory,
+            memory_limit=memory_limit,
+        )
+        self._lock = threading.Lock()
+        try:
+            local.ensure_schema(self._con)
+            local.write_settings(self._con, settings, overwrite=True)
+            views.install(self._con)
+            self.last_sync: SyncResult | None = self.refresh(progress=progress) if sync else None
+        except BaseException:
+            self._con.close()
+            raise
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> Analytics:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def refresh(
+        self, *, full: bool = False, progress: ProgressCallback | None = None
+    ) -> SyncResult:
+        """Copy the ledger's new rows into the file; ``full`` rebuilds the copy."""
+        with self._lock:
+            cursor = self._con.cursor()
+            try:
+                self.last_sync = sync(cursor, self._source, full=full, progress=progress)
+            finally:
+                cursor.close()
+            return self.last_sync
+
+    # -- settings ------------------------------------------------------------
+
+    @property
+    def settings(self) -> AnalyticsSettings:
+        return local.read_settings(self._con.cursor())
+
+    def configure(self, settings: AnalyticsSettings) -> None:
+        """Store new thresholds; every view uses them from the next query on."""
+        with self._lock:
+            local.write_settings(self._con.cursor(), settings, overwrite=True)
+
+    # -- queries -------------------------------------------------------------
+
+    def sql(self, query: str, parameters: list[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
+        """Any DuckDB query over ``token_usage`` and the views, as a DataFrame."""
+        cursor = self._con.cursor()
+        try:
+            relation = cursor.sql(query, params=parameters)
+            if relation is None:  # a statement (UPDATE, CREATE …) returns no rows
+                return pd.DataFrame()
+            # Through Arrow rather than .df(): DECIMAL money stays Decimal.
+            return relation.to_arrow_table().to_pandas()
+        finally:
+            cursor.close()
+
+    def relation(self, query: str) -> duckdb.DuckDBPyRelation:
+        """A lazy DuckDB relation on its own cursor (for streaming or re-export)."""
+        return self._con.cursor().sql(query)
+
+    def view(self, name: str, filters: Filters | None = None) -> pd.DataFrame:
+        """View ``name`` over every row, or over the rows ``filters`` selects."""
+        return self._over(name, filters, f'SELECT * FROM "{name}"')  # noqa: S608
+
+    def _over(self, name: str, filters: Filters | None, select: str) -> pd.DataFrame:
+        views.view_sql(name)  # raises KeyError naming the views on a typo
+        if filters is None or filters.empty:
+            # Fast path: the stored view, no CTE rewriting.
+            return self.sql(select)
+        return self.sql(views.filtered_query(name, select), filters.parameters())
+
+    def cache_hits_by_agent(self, filters: Filters | None = None) -> pd.DataFrame:
+        """``cache_hits`` summed over upstreams: one row per agent, model and key_sent."""
+        return self._over("cache_hits", filters, _CACHE_HITS_BY_AGENT)
+
+    def calls(self, filters: Filters | None = None) -> pd.DataFrame:
+        return self.view("calls", filters)
+
+    def transitions(self, filters: Filters | None = None) -> pd.DataFrame:
+        return self.view("transitions", filters)
+
+    def session_stickiness(self, filters: Filters | None = None) -> pd.DataFrame:
+        return self.view("session_stickiness", filters)
+
+    def agent_stickiness(self, filters: Filters | None = None) -> pd.DataFrame:
+        return self.view("agent_stickiness", filters)
+
+    def cache_hits(self, filters: Filters | None = None) -> pd.DataFrame:
+        return self.view("cache_hits", filters)
+
+    def upstream_scorecard(self, filters: Filters | None = None) -> pd.DataFrame:
+        return self.view("upstream_scorecard", filters)
+
+    def cost_attribution(self, filters: Filters | None = None) -> pd.DataFrame:
+        return self.view("cost_attribution", filters)
+
+    def provider_order_verdict(self, filters: Filters | None = None) -> pd.DataFrame:
+        return self.view("provider_order_verdict", filters)
+
+    def export(self, directory: Path, *, progress: ProgressCallback | None = None) -> ExportResult:
+        """Write ``token_usage`` as Parquet under ``directory``, one folder per day."""
+        cursor = self._con.cursor()
+        try:
+            return export_parquet(cursor, directory, progress=progress)
+        finally:
+            cursor.close()

@@ -1,0 +1,177 @@
+"""The local DuckDB file: its tables, its settings and opening it safely.
+
+The file holds a copy of ``token_usage`` with portable types (TIMESTAMPTZ in
+UTC, DECIMAL(20,10), BOOLEAN, JSON: the same for a SQLite or a PostgreSQL
+ledger), the ``ledger_settings`` table and ``ledger_setting()`` macro the views
+read, the ``ledger_sync`` bookkeeping row, and the views themselves.
+
+DuckDB lets one process open a file for writing. A second process that finds it
+locked (a dashboard is running, say) waits a little, then either raises
+:class:`AnalyticsBusy` or, when allowed, works on a private in-memory copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import duckdb
+from sqlalchemy import BigInteger, SmallInteger
+
+from ledger.analytics.settings import AnalyticsSettings
+from ledger.analytics.source import column_kind
+from ledger.errors import DatabaseError
+from ledger.schema import TABLE_NAME, token_usage
+
+log = logging.getLogger(__name__)
+
+LOCK_POLL_S: Final = 0.1
+#: DuckDB's own default is 80 % of RAM; beyond this it spills to ``<file>.tmp/``.
+DEFAULT_MEMORY_LIMIT: Final = "3GB"
+IN_MEMORY: Final = ":memory:"
+
+
+class AnalyticsBusy(DatabaseError):
+    """The analytics file is locked by another process and no fallback was allowed."""
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def _duckdb_type(column: Any) -> str:
+    kind = column_kind(column)
+    if kind == "int":
+        col_type = column.type
+        if isinstance(col_type, BigInteger) or column.name == "id":
+            return "BIGINT"
+        return "SMALLINT" if isinstance(col_type, SmallInteger) else "INTEGER"
+    if kind == "decimal":
+        impl = getattr(column.type, "impl", column.type)
+        return f"DECIMAL({impl.precision}, {impl.scale})"
+    return {
+        "bool": "BOOLEAN",
+        "float": "DOUBLE",
+        "timestamp": "TIMESTAMPTZ",
+        "json": "JSON",
+        "text": "VARCHAR",
+    }[kind]
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# Identifiers below come from ledger.schema, never from users: composing them
+# is safe, and values always travel as bound parameters.
+def table_ddl() -> str:
+    """``CREATE TABLE token_usage`` in DuckDB types, compiled from :mod:`ledger.schema`."""
+    cols = [
+        f"{_q(c.name)} {_duckdb_type(c)}{'' if c.nullable else ' NOT NULL'}"
+        for c in token_usage.columns
+    ]
+    return f"CREATE TABLE IF NOT EXISTS {TABLE_NAME} ({', '.join(cols)})"
+
+
+def _cast_expr(column: Any, arrow_type: str) -> str:
+    """How one incoming Arrow column becomes its DuckDB column."""
+    name, target = _q(column.name), _duckdb_type(column)
+    if target == "TIMESTAMPTZ" and arrow_type == "string":
+        # SQLite stores naive UTC text: read it as UTC whatever the session's zone.
+        return f"timezone('UTC', CAST({name} AS TIMESTAMP))"
+    return f"CAST({name} AS {target})"
+
+
+def insert_sql(arrow_types: dict[str, str], relation: str) -> str:
+    """``INSERT`` of an Arrow relation's rows that the file does not hold yet.
+
+    Parameters: the lowest and highest id the file may already hold among the
+    incoming ones (the re-read window). The sentinel row (id -1) is dropped.
+    """
+    exprs = ", ".join(_cast_expr(c, arrow_types[c.name]) for c in token_usage.columns)
+    return (
+        f"INSERT INTO {TABLE_NAME} SELECT {exprs} FROM {relation} AS incoming "  # noqa: S608
+        f"WHERE incoming.id > 0 AND incoming.id NOT IN "
+        f"(SELECT id FROM {TABLE_NAME} WHERE id > ? AND id <= ?)"
+    )
+
+
+SUPPORT_DDL: Final = (
+    "CREATE TABLE IF NOT EXISTS ledger_settings "
+    "(name VARCHAR PRIMARY KEY, value DOUBLE NOT NULL, description VARCHAR)",
+    "CREATE TABLE IF NOT EXISTS ledger_sync (source VARCHAR, last_id BIGINT NOT NULL, "
+    "synced_at TIMESTAMPTZ, rows_total BIGINT NOT NULL)",
+    # The views read every threshold through this macro, so changing a row of
+    # ledger_settings changes every view at once, in any DuckDB client.
+    "CREATE OR REPLACE MACRO ledger_setting(setting_name) AS "
+    "(SELECT value FROM ledger_settings WHERE name = setting_name)",
+)
+
+
+def _describe(name: str) -> str:
+    doc = AnalyticsSettings.__doc__ or ""
+    for para in doc.split("\n\n"):
+        if f"``{name}``" in para:
+            return " ".join(para.split())
+    return name
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(table_ddl())
+    for ddl in SUPPORT_DDL:
+        con.execute(ddl)
+
+
+def write_settings(
+    con: duckdb.DuckDBPyConnection, settings: AnalyticsSettings | None, *, overwrite: bool
+) -> None:
+    """Store ``settings`` (or the defaults for any name not stored yet)."""
+    values = (settings or AnalyticsSettings()).as_dict()
+    verb = "INSERT OR REPLACE" if overwrite and settings is not None else "INSERT OR IGNORE"
+    con.executemany(
+        f"{verb} INTO ledger_settings VALUES (?, ?, ?)",
+        [(name, value, _describe(name)) for name, value in values.items()],
+    )
+
+
+def read_settings(con: duckdb.DuckDBPyConnection) -> AnalyticsSettings:
+    rows = con.execute("SELECT name, value FROM ledger_settings").fetchall()
+    return AnalyticsSettings.from_mapping({str(n): float(v) for n, v in rows})
+
+
+def _is_lock_error(exc: duckdb.Error) -> bool:
+    return "lock" in str(exc).lower()
+
+
+def open_file(
+    path: Path, *, lock_timeout: float, allow_memory: bool, memory_limit: str = DEFAULT_MEMORY_LIMIT
+) -> tuple[duckdb.DuckDBPyConnection, bool]:
+    """Open ``path`` for writing, waiting up to ``lock_timeout`` for another process.
+
+    Returns the connection and whether it is an in-memory stand-in: that is
+    what it gets when the lock never frees and ``allow_memory`` is set;
+    otherwise :class:`AnalyticsBusy` is raised.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + lock_timeout
+    while True:
+        try:
+            return duckdb.connect(str(path), config={"memory_limit": memory_limit}), False
+        except duckdb.IOException as exc:
+            if not _is_lock_error(exc):
+                raise
+            if time.monotonic() >= deadline:
+                if allow_memory:
+                    log.warning(
+                        "%s is in use by another process; working on a private in-memory copy",
+                        path,
+                    )
+                    return duckdb.connect(IN_MEMORY), True
+                raise AnalyticsBusy(
+                    f"the analytics file {path} is in use by another process "
+                    f"(a running dashboard?): {exc}",
+                    path=path,
+                ) from None
+            time.sleep(LOCK_POLL_S)

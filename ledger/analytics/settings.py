@@ -1,0 +1,98 @@
+"""Where the local analytics file lives, and the knobs the views read.
+
+The knobs are stored *in* the DuckDB file (table ``ledger_settings``) and the
+views read them through the ``ledger_setting(name)`` macro, so a query run by
+``duckdb FILE`` uses the same idle window and verdict thresholds as
+``ledger report``. Change one with :class:`AnalyticsSettings` from Python, or
+in SQL: ``UPDATE ledger_settings SET value = 300 WHERE name = 'idle_window_s'``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from sqlalchemy.engine import URL
+
+from ledger.store.engine import sqlite_path
+
+ENV_ANALYTICS_PATH: Final = "LEDGER_ANALYTICS_PATH"
+#: Suffix of the file beside a SQLite ledger: ``ledger.db`` -> ``ledger.db.analytics.duckdb``.
+SQLITE_SIDECAR_SUFFIX: Final = ".analytics.duckdb"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnalyticsSettings:
+    """Every threshold the views use; the defaults are the documented ones.
+
+    ``idle_window_s``: a gap longer than this between two served attempts of a
+    session releases the pin (OpenRouter's sticky pin expires after 10 min).
+
+    The ``provider_order_verdict`` knobs (see ``views/provider_order_verdict.sql``):
+
+    ``min_samples``: attempts an upstream needs (and served attempts with a
+    latency) before it is judged; below it the verdict is ``insufficient_data``.
+    ``confidence_z``: the normal quantile of the intervals (1.96 = 95 % two-sided)
+    used by the Wilson error-rate intervals and the order-statistic p95 intervals.
+    ``error_rate_margin``: absolute error-rate excess (0.02 = 2 points) the pinned
+    upstream's lower bound must show over the best alternative's upper bound.
+    ``latency_margin``: relative p95 excess (0.25 = 25 %) between the same bounds.
+    ``cost_margin``: relative excess of the pinned upstream's effective cost per
+    million input tokens over the alternative's projected one.
+    ``max_cost_increase``: how much dearer (relative) the alternative may be,
+    after losing the cache, and still be worth it for errors or latency.
+    ``cache_read_price_ratio``: price of a cache-read input token relative to an
+    uncached one, used to project the alternative's cost at the hit rate seen
+    without sticky routing (0.1 is Anthropic's ratio; a low ratio values the
+    cache highly, so it is the cautious default).
+    """
+
+    idle_window_s: float = 600.0
+    min_samples: float = 100.0
+    confidence_z: float = 1.96
+    error_rate_margin: float = 0.02
+    latency_margin: float = 0.25
+    cost_margin: float = 0.10
+    max_cost_increase: float = 0.10
+    cache_read_price_ratio: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name, value in self.as_dict().items():
+            if not value >= 0:  # also rejects NaN
+                raise ValueError(f"analytics setting {name} must be >= 0, got {value!r}")
+        if self.cache_read_price_ratio > 1:
+            raise ValueError("cache_read_price_ratio must be within [0, 1]")
+
+    def as_dict(self) -> dict[str, float]:
+        return {f.name: float(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, float]) -> AnalyticsSettings:
+        """Settings from stored name/value pairs; unknown names are ignored."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: float(v) for k, v in values.items() if k in known})
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ledger"
+
+
+def analytics_path_for(url: URL) -> Path:
+    """The default DuckDB file for a ledger.
+
+    ``LEDGER_ANALYTICS_PATH`` wins; a SQLite ledger keeps it beside its file so
+    both travel together; a server ledger gets one in the user's cache
+    directory, named by a hash of its URL without the password (so changing a
+    password keeps the file, and the file name leaks nothing).
+    """
+    if env := os.environ.get(ENV_ANALYTICS_PATH):
+        return Path(env)
+    if (path := sqlite_path(url)) is not None:
+        return path.with_name(path.name + SQLITE_SIDECAR_SUFFIX)
+    key = url.render_as_string(hide_password=True).encode()
+    return _cache_dir() / f"analytics-{hashlib.sha256(key).hexdigest()[:16]}.duckdb"

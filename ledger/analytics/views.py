@@ -1,0 +1,146 @@
+"""The views of contract §2: their SQL files, their order, and filtered reads.
+
+Each view is one ``views/<name>.sql`` file holding a documented
+``CREATE OR REPLACE VIEW <name> AS …``. :func:`install` (re)creates them all in
+the DuckDB file, in dependency order, so any DuckDB client sees them.
+
+A filtered read (a time range, some agents…) must filter *rows* before the
+metrics are computed, not the finished view. :func:`filtered_query` does it
+without touching the SQL: it wraps the view's body and the bodies of the views
+it depends on as CTEs under a ``token_usage`` CTE that holds only the wanted
+rows (a CTE shadows the table of the same name), with the filter values bound
+as parameters.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Final
+
+import duckdb
+
+from ledger.schema import TABLE_NAME
+
+#: Every view and the views it reads, in creation order.
+VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
+    "transitions": (),
+    "calls": (),
+    "session_stickiness": ("transitions",),
+    "agent_stickiness": ("session_stickiness",),
+    "cache_hits": (),
+    "upstream_scorecard": (),
+    "cost_attribution": ("calls",),
+    "provider_order_verdict": ("upstream_scorecard",),
+}
+VIEW_NAMES: Final = tuple(VIEW_DEPENDENCIES)
+#: The views contract §2 names (``transitions`` is our helper).
+CONTRACT_VIEWS: Final = tuple(v for v in VIEW_NAMES if v != "transitions")
+
+_CREATE = re.compile(r"CREATE OR REPLACE VIEW\s+(\w+)\s+AS\s+(.*?);?\s*\Z", re.DOTALL | re.I)
+
+# The rows a filtered read keeps. A NULL parameter means "no filter on this".
+_FILTERED_ROWS: Final = f"""
+SELECT * FROM main.{TABLE_NAME}
+WHERE (CAST($start AS TIMESTAMPTZ) IS NULL OR started_at >= CAST($start AS TIMESTAMPTZ))
+  AND (CAST($end AS TIMESTAMPTZ) IS NULL OR started_at < CAST($end AS TIMESTAMPTZ))
+  AND (CAST($actors AS VARCHAR[]) IS NULL OR list_contains(CAST($actors AS VARCHAR[]), actor_id))
+  AND (CAST($models AS VARCHAR[]) IS NULL
+       OR list_contains(CAST($models AS VARCHAR[]), requested_model))
+  AND (CAST($providers AS VARCHAR[]) IS NULL
+       OR list_contains(CAST($providers AS VARCHAR[]), provider))
+  AND (CAST($key_sent AS BOOLEAN) IS NULL
+       OR (session_key IS NOT NULL) = CAST($key_sent AS BOOLEAN))
+"""  # noqa: S608
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Filters:
+    """Which ledger rows the metrics are computed over; ``None`` leaves a field open.
+
+    ``start`` is inclusive and ``end`` exclusive (tz-aware); ``actors``,
+    ``models`` and ``providers`` match ``actor_id``, ``requested_model`` and
+    ``provider``; ``key_sent`` keeps rows sent with (True) or without (False)
+    a sticky key.
+    """
+
+    start: dt.datetime | None = None
+    end: dt.datetime | None = None
+    actors: Sequence[str] | None = None
+    models: Sequence[str] | None = None
+    providers: Sequence[str] | None = None
+    key_sent: bool | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if value is not None and value.tzinfo is None:
+                raise ValueError(f"{name} must be timezone-aware, got {value!r}")
+
+    @property
+    def empty(self) -> bool:
+        return all(getattr(self, f) is None for f in self.__slots__)
+
+    def parameters(self) -> dict[str, Any]:
+        def listed(values: Sequence[str] | None) -> list[str] | None:
+            return None if values is None else list(values)
+
+        return {
+            "start": self.start,
+            "end": self.end,
+            "actors": listed(self.actors),
+            "models": listed(self.models),
+            "providers": listed(self.providers),
+            "key_sent": self.key_sent,
+        }
+
+
+@cache
+def view_sql(name: str) -> str:
+    """The full text of ``views/<name>.sql``."""
+    if name not in VIEW_DEPENDENCIES:
+        raise KeyError(f"unknown view {name!r}; the views are {', '.join(VIEW_NAMES)}")
+    return resources.files("ledger.analytics").joinpath("views", f"{name}.sql").read_text("utf-8")
+
+
+def view_body(name: str) -> str:
+    """The SELECT a view is defined as (its file, minus ``CREATE … AS`` and comments)."""
+    text = "\n".join(line for line in view_sql(name).splitlines() if not line.startswith("--"))
+    match = _CREATE.search(text)
+    if match is None or match.group(1) != name:
+        raise ValueError(f"views/{name}.sql must hold one CREATE OR REPLACE VIEW {name} AS …")
+    return match.group(2)
+
+
+def install(con: duckdb.DuckDBPyConnection) -> None:
+    """(Re)create every view in the file, dependencies first."""
+    for name in VIEW_NAMES:
+        con.execute(view_sql(name))
+
+
+def _closure(name: str) -> list[str]:
+    """``name`` and everything it reads, dependencies first."""
+    ordered: list[str] = []
+
+    def visit(view: str) -> None:
+        for dep in VIEW_DEPENDENCIES[view]:
+            visit(dep)
+        if view not in ordered:
+            ordered.append(view)
+
+    visit(name)
+    return ordered
+
+
+def filtered_query(name: str, select: str | None = None) -> str:
+    """A query over view ``name`` computed from the rows :class:`Filters` parameters select.
+
+    ``select`` (default ``SELECT * FROM <name>``) is the statement run over it.
+    """
+    ctes = [f"{TABLE_NAME} AS ({_FILTERED_ROWS})"]
+    ctes += [f"{view} AS ({view_body(view)})" for view in _closure(name)]
+    return f"WITH {', '.join(ctes)} {select or f'SELECT * FROM {name}'}"  # noqa: S608

@@ -1,0 +1,65 @@
+"""``ledger sql "QUERY"``: ad hoc DuckDB SQL over ``token_usage`` and the views."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from decimal import Decimal
+from typing import Any
+
+import click
+import duckdb
+import pandas as pd  # type: ignore[import-untyped]
+from rich.console import Console
+
+from ledger.cli.report import frame_table, open_analytics
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value: money as exact decimal text, times as ISO 8601, NaN as null."""
+    if value is None or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return value
+
+
+def to_json(frame: pd.DataFrame) -> str:
+    records = [
+        {col: _plain(v) for col, v in zip(frame.columns, row, strict=True)}
+        for row in frame.itertuples(index=False)
+    ]
+    return json.dumps(records, ensure_ascii=False, indent=1, default=str)
+
+
+@click.command()
+@click.argument("query")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+def sql(query: str, fmt: str) -> None:
+    """Run QUERY (DuckDB SQL) over token_usage and the analytics views.
+
+    Example: ledger sql "SELECT * FROM agent_stickiness WHERE key_sent"
+    """
+    with open_analytics(Console(stderr=True)) as analytics:
+        try:
+            frame = analytics.sql(query)
+        except duckdb.Error as exc:
+            raise click.ClickException(f"query failed: {exc}") from None
+    if fmt == "csv":
+        frame.to_csv(sys.stdout, index=False)
+    elif fmt == "json":
+        click.echo(to_json(frame))
+    else:
+        Console().print(frame_table(f"{len(frame)} rows", frame))

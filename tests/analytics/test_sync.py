@@ -1,0 +1,190 @@
+"""The local DuckDB copy: types, incremental sync, the file's views, locking and filters."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from ledger.analytics import (
+    Analytics,
+    AnalyticsBusy,
+    AnalyticsSettings,
+    Filters,
+    analytics_path_for,
+)
+from ledger.store.engine import database_url, make_engine
+from ledger.store.migrate import upgrade
+from tests.analytics.builders import T0, at, insert_rows, open_analytics, served
+
+TAGGED = served(
+    0,
+    "A",
+    session_id="s",
+    actor_id="a",
+    session_key="k",
+    tags={"app": "web"},
+    cost_usd=Decimal("0.0000001234"),
+    input_tokens=10,
+    streamed=True,
+)
+
+
+def test_types_are_normalised_the_same_for_both_backends(ledger_url: str, tmp_path: Path) -> None:
+    insert_rows(ledger_url, [TAGGED])
+    with open_analytics(ledger_url, tmp_path) as analytics:
+        types = dict(
+            analytics.sql(
+                "SELECT column_name, data_type FROM information_schema.columns "
+                "WHERE table_name = 'token_usage'"
+            ).values.tolist()
+        )
+        row = analytics.sql(
+            "SELECT started_at, cost_usd, streamed, paused, tags->>'app' AS app, "
+            "epoch_us(started_at) AS us FROM token_usage"
+        ).iloc[0]
+    assert (types["started_at"], types["cost_usd"], types["streamed"], types["tags"]) == (
+        "TIMESTAMP WITH TIME ZONE",
+        "DECIMAL(20,10)",
+        "BOOLEAN",
+        "JSON",
+    )
+    assert row.us == int(T0.timestamp() * 1_000_000)
+    assert row.cost_usd == Decimal("0.0000001234")
+    assert (bool(row.streamed), bool(row.paused), row.app) == (True, False, "web")
+
+
+def test_a_second_sync_reads_only_new_rows(ledger_url: str, tmp_path: Path) -> None:
+    insert_rows(ledger_url, [served(i, "A") for i in range(3)])
+    with open_analytics(ledger_url, tmp_path) as analytics:
+        assert analytics.last_sync is not None and analytics.last_sync.rows_added == 3
+        insert_rows(ledger_url, [served(10 + i, "B") for i in range(2)])
+        result = analytics.refresh()
+        assert (result.rows_added, result.rows_total) == (2, 5)
+        assert analytics.refresh().up_to_date_already
+        assert analytics.sql("SELECT count(*) AS n FROM token_usage").n[0] == 5
+
+
+def test_a_row_committed_late_below_the_last_id_is_picked_up(
+    ledger_url: str, tmp_path: Path
+) -> None:
+    # PostgreSQL hands out ids at insert time, so id 5 can commit after id 10.
+    insert_rows(ledger_url, [served(0, "A", id=1), served(1, "A", id=10)])
+    with open_analytics(ledger_url, tmp_path) as analytics:
+        insert_rows(ledger_url, [served(2, "B", id=5)])
+        assert analytics.refresh().rows_added == 1
+        assert list(analytics.sql("SELECT id FROM token_usage ORDER BY id").id) == [1, 5, 10]
+
+
+def test_the_file_holds_the_views_for_any_duckdb_client(ledger_url: str, tmp_path: Path) -> None:
+    insert_rows(ledger_url, [served(0, "A", session_id="s"), served(1, "B", session_id="s")])
+    open_analytics(ledger_url, tmp_path).close()
+    with duckdb.connect(str(tmp_path / "analytics.duckdb"), read_only=True) as con:
+        row = con.execute("SELECT switches, stickiness FROM session_stickiness").fetchone()
+    assert row == (1, 0.0)
+
+
+def test_a_file_filled_from_another_ledger_is_rebuilt(tmp_path: Path, sqlite_url: str) -> None:
+    insert_rows(sqlite_url, [served(i, "A") for i in range(3)])
+    shared = tmp_path / "shared.duckdb"
+    Analytics(sqlite_url, path=shared).close()
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    engine = make_engine(other)
+    upgrade(engine)
+    engine.dispose()
+    insert_rows(other, [served(0, "Z")])
+    with Analytics(other, path=shared) as analytics:
+        assert analytics.last_sync is not None and analytics.last_sync.rebuilt
+        assert list(analytics.sql("SELECT upstream FROM token_usage").upstream) == ["Z"]
+
+
+HOLDER = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1])
+print("locked", flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_file_locked_by_another_process_is_handled(sqlite_url: str, tmp_path: Path) -> None:
+    insert_rows(sqlite_url, [served(0, "A"), served(1, "A")])
+    path = tmp_path / "busy.duckdb"
+    Analytics(sqlite_url, path=path).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        with pytest.raises(AnalyticsBusy, match="in use by another process"):
+            Analytics(sqlite_url, path=path, lock_timeout=0.3)
+        assert time.monotonic() - started < 5
+        with Analytics(sqlite_url, path=path, lock_timeout=0.1, allow_memory=True) as analytics:
+            assert analytics.in_memory
+            assert analytics.sql("SELECT count(*) AS n FROM calls").n[0] == 2
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
+def test_filters_select_rows_before_the_metrics(ledger_url: str, tmp_path: Path) -> None:
+    s = {"session_id": "s", "actor_id": "a"}
+    insert_rows(
+        ledger_url,
+        [
+            served(0, "A", **s),
+            served(1, "B", **s),
+            served(2, "B", **s),
+            served(3, "B", session_key="k", **s),
+            served(0, "A", session_id="t", actor_id="b"),
+        ],
+    )
+    with open_analytics(ledger_url, tmp_path) as analytics:
+        everything = analytics.session_stickiness()
+        later = analytics.session_stickiness(Filters(start=at(1), end=at(3)))
+        agent_b = analytics.cache_hits(Filters(actors=["b"]))
+        keyed = analytics.calls(Filters(key_sent=True))
+        by_agent = analytics.cache_hits_by_agent(Filters(models=["m"], providers=["openrouter"]))
+    s_all = everything.set_index("session_id").loc["s"]
+    assert (s_all.calls, s_all.switches) == (4, 1)
+    assert list(later.session_id) == ["s"]  # t's only row is before the range
+    assert (later.calls[0], later.switches[0], later.transitions[0]) == (2, 0, 1)
+    assert list(agent_b.actor_id) == ["b"]
+    assert len(keyed) == 1
+    assert set(by_agent.actor_id) == {"a", "b"}
+
+
+def test_filters_reject_naive_datetimes() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        Filters(start=dt.datetime(2025, 1, 1))
+
+
+def test_settings_are_validated_and_read_back(sqlite_url: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="idle_window_s"):
+        AnalyticsSettings(idle_window_s=-1)
+    with open_analytics(sqlite_url, tmp_path, idle_window_s=300, min_samples=7) as analytics:
+        assert analytics.settings == AnalyticsSettings(idle_window_s=300, min_samples=7)
+    # reopened without settings, the file keeps its own
+    with open_analytics(sqlite_url, tmp_path) as analytics:
+        assert analytics.settings.idle_window_s == 300
+
+
+def test_default_file_sits_beside_a_sqlite_ledger_and_in_the_cache_for_a_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LEDGER_ANALYTICS_PATH", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    beside = analytics_path_for(database_url(f"sqlite:///{tmp_path / 'l.db'}"))
+    assert beside == tmp_path / "l.db.analytics.duckdb"
+    one = analytics_path_for(database_url("postgresql://u:secret@h/db"))
+    two = analytics_path_for(database_url("postgresql://u:other@h/db"))
+    assert one == two and one.parent == tmp_path / "cache" / "ledger"
+    assert "secret" not in str(one)
