@@ -24,6 +24,7 @@ COMMANDS: Final = (
     "ledger.cli.report:report",
     "ledger.cli.sql:sql",
     "ledger.cli.export:export",
+    "ledger.cli.providers:providers",
 )
 
 

@@ -1,0 +1,382 @@
+"""The client: wrap LLM calls, get content plus who answered, usage and cost, and one
+ledger row per attempt.
+
+::
+
+    with Client() as client:
+        result = client.chat([{"role": "user", "content": "Hi"}], model="openai/gpt-4o",
+                             provider="openrouter", session_id="s-42", actor_id="planner")
+        with client.stream(messages, model="gpt-4o-mini", provider="openai") as stream:
+            for text in stream:
+                print(text, end="")
+        stream.result.usage
+
+:meth:`Client.attempt` / :meth:`Client.attempt_stream` are the single-attempt
+primitive (build, send, parse, record one row filed under the caller's
+``call_id``/``attempt``/``requested_provider``); :meth:`Client.chat` is one
+attempt under a fresh call id. A failed attempt raises a
+:class:`~ledger.errors.ProviderError` whose ``event`` is the recorded row.
+
+Degrade quietly in production, fail loudly in tests: with ``strict=False`` a
+ledger failure or a parser bug is logged and the caller's call goes on; with
+``strict=True`` it raises.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn, Protocol, Self
+
+import httpx
+
+from ledger.attempt import (
+    Attempt,
+    Call,
+    ChatResult,
+    Prepared,
+    build_event,
+    cost_of,
+    http_failure,
+    in_band_failure,
+    prepare,
+    result_of,
+)
+from ledger.client_stream import AsyncChatStream, ChatStream
+from ledger.errors import (
+    MalformedResponse,
+    ProviderError,
+    map_transport_errors,
+)
+from ledger.events import UsageEvent, new_id
+from ledger.providers import Provider, make_provider
+from ledger.providers.base import Parsed
+from ledger.session_key import DEFAULT_PREFIX
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+
+
+class Recorder(Protocol):
+    """Where rows go: :class:`ledger.store.ledger.Ledger` or anything with its ``record``."""
+
+    def record(self, event: UsageEvent) -> str: ...
+
+
+def _ms(since: float) -> float:
+    return (time.perf_counter() - since) * 1000.0
+
+
+class _Base:
+    def __init__(
+        self,
+        *,
+        providers: Mapping[str, Provider] | Sequence[Provider] | None = None,
+        ledger: Recorder | str | None = None,
+        default_provider: str = "openai",
+        session_prefix: str = DEFAULT_PREFIX,
+        strict: bool = False,
+    ) -> None:
+        items = providers.values() if isinstance(providers, Mapping) else providers or ()
+        self._providers: dict[str, Provider] = {p.name: p for p in items}
+        self._ledger_spec = ledger
+        self._recorder: Recorder | None = None if isinstance(ledger, str | None) else ledger
+        self.default_provider = default_provider
+        self.session_prefix = session_prefix
+        self.strict = strict
+
+    def provider(self, name: str) -> Provider:
+        """The configured provider ``name``, built from the environment on first use."""
+        if name not in self._providers:
+            self._providers[name] = make_provider(name)
+        return self._providers[name]
+
+    def _ledger(self) -> Recorder:
+        if self._recorder is None:
+            from ledger.store.ledger import Ledger, default_ledger
+
+            spec = self._ledger_spec
+            self._recorder = Ledger(spec) if isinstance(spec, str) else default_ledger()
+        return self._recorder
+
+    def record(self, event: UsageEvent) -> None:
+        """Record ``event``; a failure is logged (raised when ``strict``), never the caller's."""
+        try:
+            self._ledger().record(event)
+        except Exception:
+            if self.strict:
+                raise
+            log.exception("ledger: could not record attempt %s", event.event_id)
+
+    def _prepare(
+        self, call: Call, *, provider: str | None, model: str, stream: bool, **filing: Any
+    ) -> Prepared:
+        call.check()
+        chosen = self.provider(provider or self.default_provider)
+        target = Attempt(
+            provider=chosen,
+            model=model,
+            call_id=filing.get("call_id") or new_id(),
+            attempt=filing.get("attempt", 1),
+            requested_provider=filing.get("requested_provider") or chosen.name,
+            requested_model=filing.get("requested_model") or model,
+        )
+        prep = prepare(call, target, stream=stream, session_prefix=self.session_prefix)
+        if call.routing_order and prep.routing_order:
+            log.warning(
+                "provider.order=%s sent to %s: it turns OpenRouter's sticky routing off",
+                prep.routing_order,
+                chosen.name,
+            )
+        return prep
+
+    def _parse(self, prep: Prepared, content: bytes) -> Parsed:
+        try:
+            return prep.target.provider.parse_response(content)
+        except Exception as exc:  # parsers are total; this is a bug, never the caller's problem
+            if self.strict:
+                raise
+            log.exception("ledger: %s parser failed", prep.target.provider.name)
+            return Parsed(valid=False, problems=(f"parser bug: {type(exc).__name__}",))
+
+    def _complete(
+        self,
+        prep: Prepared,
+        status: int,
+        content: bytes,
+        headers: Mapping[str, str],
+        latency: float,
+    ) -> ChatResult:
+        """Turn a whole answer into a result, or record the failure and raise it."""
+        provider = prep.target.provider
+        if not 200 <= status < 300:
+            body = provider.parse_error(status, content)
+            self._raise(prep, http_failure(provider, status, body, headers), latency, None, status)
+        parsed = self._parse(prep, content)
+        if parsed.error is not None:
+            exc = in_band_failure(
+                provider, parsed.error, http_status=status, streamed=False, delivered=False
+            )
+            self._raise(prep, exc, latency, parsed, status)
+        if not parsed.valid:
+            exc2 = MalformedResponse(
+                f"{provider.name} answered HTTP {status} with an unusable body "
+                f"({'; '.join(parsed.problems) or 'unknown shape'})",
+                provider=provider.name,
+                http_status=status,
+            )
+            self._raise(prep, exc2, latency, parsed, status)
+        event = self._event(prep, latency, None, parsed, None, status, streamed=False)
+        return result_of(prep, parsed, event, latency_ms=latency, ttft_ms=None)
+
+    def _event(
+        self,
+        prep: Prepared,
+        latency: float | None,
+        ttft: float | None,
+        parsed: Parsed | None,
+        error: ProviderError | None,
+        status: int | None,
+        *,
+        streamed: bool,
+    ) -> UsageEvent:
+        event = build_event(
+            prep,
+            latency_ms=latency,
+            ttft_ms=ttft,
+            parsed=parsed,
+            error=error,
+            http_status=status,
+            streamed=streamed,
+            cost=cost_of(prep, parsed),
+        )
+        self.record(event)
+        if error is not None:
+            error.event = event
+        return event
+
+    def _raise(
+        self,
+        prep: Prepared,
+        exc: ProviderError,
+        latency: float | None,
+        parsed: Parsed | None,
+        status: int | None,
+        *,
+        streamed: bool = False,
+    ) -> NoReturn:
+        self._event(prep, latency, None, parsed, exc, status, streamed=streamed)
+        raise exc
+
+
+def _call(messages: Sequence[Mapping[str, Any]], options: dict[str, Any]) -> Call:
+    return Call(messages=messages, **options)
+
+
+class Client(_Base):
+    """Synchronous client over one pooled ``httpx.Client`` (connections are reused).
+
+    ``providers`` configures provider instances (keys, base URLs); a provider
+    not configured is built from its environment variables on first use.
+    ``ledger`` is a :class:`Recorder`, a database URL, or None for the
+    process-wide default ledger.
+    """
+
+    def __init__(
+        self,
+        *,
+        providers: Mapping[str, Provider] | Sequence[Provider] | None = None,
+        ledger: Recorder | str | None = None,
+        default_provider: str = "openai",
+        session_prefix: str = DEFAULT_PREFIX,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        http_client: httpx.Client | None = None,
+        strict: bool = False,
+    ) -> None:
+        super().__init__(
+            providers=providers,
+            ledger=ledger,
+            default_provider=default_provider,
+            session_prefix=session_prefix,
+            strict=strict,
+        )
+        self._owns_http = http_client is None
+        self.http = http_client or httpx.Client(timeout=timeout)
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        provider: str | None = None,
+        **options: Any,
+    ) -> ChatResult:
+        """One call, one attempt. ``options``: the fields of :class:`~ledger.attempt.Call`."""
+        return self.attempt(_call(messages, options), provider=provider, model=model)
+
+    def stream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        provider: str | None = None,
+        **options: Any,
+    ) -> ChatStream:
+        """One streamed call; see :class:`ChatStream`."""
+        return self.attempt_stream(_call(messages, options), provider=provider, model=model)
+
+    def attempt(self, call: Call, *, provider: str | None, model: str, **filing: Any) -> ChatResult:
+        """Send one attempt and record its row; ``filing``: call_id, attempt,
+        requested_provider, requested_model (defaults: a new call, attempt 1, this target)."""
+        prep = self._prepare(call, provider=provider, model=model, stream=False, **filing)
+        prep.started_at = dt.datetime.now(dt.UTC)
+        t0 = time.perf_counter()
+        try:
+            with map_transport_errors(prep.target.provider.name):
+                response = self.http.request(
+                    prep.method, prep.url, headers=prep.headers, content=prep.content
+                )
+        except ProviderError as exc:
+            self._raise(prep, exc, _ms(t0), None, None)
+        latency = _ms(t0)
+        return self._complete(
+            prep, response.status_code, response.content, response.headers, latency
+        )
+
+    def attempt_stream(
+        self, call: Call, *, provider: str | None, model: str, **filing: Any
+    ) -> ChatStream:
+        prep = self._prepare(call, provider=provider, model=model, stream=True, **filing)
+        return ChatStream(self, prep)
+
+    def close(self) -> None:
+        if self._owns_http:
+            self.http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncClient(_Base):
+    """The asynchronous :class:`Client`, over one pooled ``httpx.AsyncClient``."""
+
+    def __init__(
+        self,
+        *,
+        providers: Mapping[str, Provider] | Sequence[Provider] | None = None,
+        ledger: Recorder | str | None = None,
+        default_provider: str = "openai",
+        session_prefix: str = DEFAULT_PREFIX,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        http_client: httpx.AsyncClient | None = None,
+        strict: bool = False,
+    ) -> None:
+        super().__init__(
+            providers=providers,
+            ledger=ledger,
+            default_provider=default_provider,
+            session_prefix=session_prefix,
+            strict=strict,
+        )
+        self._owns_http = http_client is None
+        self.http = http_client or httpx.AsyncClient(timeout=timeout)
+
+    async def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        provider: str | None = None,
+        **options: Any,
+    ) -> ChatResult:
+        return await self.attempt(_call(messages, options), provider=provider, model=model)
+
+    def stream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        model: str,
+        provider: str | None = None,
+        **options: Any,
+    ) -> AsyncChatStream:
+        return self.attempt_stream(_call(messages, options), provider=provider, model=model)
+
+    async def attempt(
+        self, call: Call, *, provider: str | None, model: str, **filing: Any
+    ) -> ChatResult:
+        prep = self._prepare(call, provider=provider, model=model, stream=False, **filing)
+        prep.started_at = dt.datetime.now(dt.UTC)
+        t0 = time.perf_counter()
+        try:
+            with map_transport_errors(prep.target.provider.name):
+                response = await self.http.request(
+                    prep.method, prep.url, headers=prep.headers, content=prep.content
+                )
+        except ProviderError as exc:
+            self._raise(prep, exc, _ms(t0), None, None)
+        latency = _ms(t0)
+        return self._complete(
+            prep, response.status_code, response.content, response.headers, latency
+        )
+
+    def attempt_stream(
+        self, call: Call, *, provider: str | None, model: str, **filing: Any
+    ) -> AsyncChatStream:
+        prep = self._prepare(call, provider=provider, model=model, stream=True, **filing)
+        return AsyncChatStream(self, prep)
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self.http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,302 @@
+"""Streamed attempts: iterate text as it arrives; the row is recorded when the stream
+ends, fails, or the caller stops reading early.
+
+:class:`_StreamCore` is the I/O-free half shared by the sync and async streams.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Self
+
+import httpx
+
+from ledger.attempt import ChatResult, Prepared, http_failure, in_band_failure, result_of
+from ledger.errors import ProviderError, StreamInterrupted, map_transport_errors
+from ledger.events import UsageEvent
+from ledger.providers.base import InBandError, Parsed, StreamParser
+
+if TYPE_CHECKING:
+    from ledger.client import AsyncClient, Client, _Base
+
+log = logging.getLogger("ledger.client")
+
+
+def _ms(since: float) -> float:
+    return (time.perf_counter() - since) * 1000.0
+
+
+class _StreamCore:
+    """The I/O-free half of a stream: feed bytes, collect deltas, finish into a row."""
+
+    def __init__(self, owner: _Base, prep: Prepared) -> None:
+        self.owner = owner
+        self.prep = prep
+        self.parser: StreamParser = prep.target.provider.stream_parser()
+        self.pending: deque[str] = deque()
+        self.t0 = time.perf_counter()
+        self.ttft: float | None = None
+        self.status: int | None = None
+        self.delivered = False
+        self.finished = False
+        self.result: ChatResult | None = None
+        self.event: UsageEvent | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        try:
+            deltas = self.parser.feed(chunk)
+        except Exception:
+            if self.owner.strict:
+                raise
+            log.exception("ledger: %s stream parser failed", self.prep.target.provider.name)
+            return
+        if deltas:
+            if self.ttft is None:
+                self.ttft = _ms(self.t0)
+            self.pending.extend(deltas)
+
+    @property
+    def in_band_error(self) -> InBandError | None:
+        return self.parser.error
+
+    def next_delta(self) -> str:
+        self.delivered = True
+        return self.pending.popleft()
+
+    def finish(self, *, broken: ProviderError | None = None) -> None:
+        """Record the row; raise the in-band (or broken-connection) error, if any."""
+        if self.finished:
+            return
+        self.finished = True
+        try:
+            parsed = self.parser.finish()
+        except Exception as exc:
+            if self.owner.strict:
+                raise
+            log.exception("ledger: %s stream parser failed", self.prep.target.provider.name)
+            parsed = Parsed(problems=(f"parser bug: {type(exc).__name__}",))
+        latency = _ms(self.t0)
+        provider = self.prep.target.provider
+        error: ProviderError | None = None
+        if parsed.error is not None:
+            error = in_band_failure(
+                provider,
+                parsed.error,
+                http_status=self.status or 200,
+                streamed=True,
+                delivered=self.delivered,
+            )
+        elif broken is not None:
+            error = StreamInterrupted(
+                f"{provider.name} stream broke: {broken}",
+                provider=provider.name,
+                http_status=self.status,
+                transient=True,
+                delivered=self.delivered,
+            )
+        self.event = self.owner._event(
+            self.prep, latency, self.ttft, parsed, error, self.status, streamed=True
+        )
+        if error is not None:
+            raise error from broken
+        self.result = result_of(
+            self.prep, parsed, self.event, latency_ms=latency, ttft_ms=self.ttft
+        )
+
+
+class ChatStream:
+    """A streamed attempt: iterate for text as it arrives; ``result`` once it ends.
+
+    Use it as a context manager: leaving early still records the attempt's row
+    (status ``ok``, the usage seen so far).
+    """
+
+    def __init__(self, client: Client, prep: Prepared) -> None:
+        self._client = client
+        self._core = _StreamCore(client, prep)
+        self._response: httpx.Response | None = None
+        self._raw: Iterator[bytes] | None = None
+
+    @property
+    def result(self) -> ChatResult | None:
+        return self._core.result
+
+    @property
+    def event(self) -> UsageEvent | None:
+        return self._core.event
+
+    def _open(self) -> None:
+        core = self._core
+        prep = core.prep
+        name = prep.target.provider.name
+        request = self._client.http.build_request(
+            prep.method, prep.url, headers=prep.headers, content=prep.content
+        )
+        prep.started_at = dt.datetime.now(dt.UTC)
+        core.t0 = time.perf_counter()
+        try:
+            with map_transport_errors(name):
+                self._response = self._client.http.send(request, stream=True)
+                core.status = self._response.status_code
+                if not 200 <= core.status < 300:
+                    body = self._response.read()
+        except ProviderError as exc:
+            core.finished = True
+            self._client._raise(prep, exc, _ms(core.t0), None, None, streamed=True)
+        assert self._response is not None
+        if not 200 <= core.status < 300:
+            core.finished = True
+            self._response.close()
+            error = http_failure(
+                prep.target.provider,
+                core.status,
+                prep.target.provider.parse_error(core.status, body),
+                self._response.headers,
+            )
+            self._client._raise(prep, error, _ms(core.t0), None, core.status, streamed=True)
+        self._raw = self._response.iter_bytes()
+
+    def __enter__(self) -> Self:
+        if self._response is None:
+            self._open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> str:
+        core = self._core
+        if self._response is None:
+            self._open()
+        while not core.pending:
+            if core.finished:
+                raise StopIteration
+            self._pull()
+        return core.next_delta()
+
+    def _pull(self) -> None:
+        core = self._core
+        assert self._raw is not None
+        try:
+            with map_transport_errors(core.prep.target.provider.name):
+                chunk = next(self._raw, None)
+        except ProviderError as exc:
+            self._end(broken=exc)
+            return
+        if chunk is None:
+            self._end()
+            return
+        core.feed(chunk)
+        if core.in_band_error is not None:
+            self._end()
+
+    def _end(self, *, broken: ProviderError | None = None) -> None:
+        if self._response is not None:
+            self._response.close()
+        self._core.finish(broken=broken)
+
+    def close(self) -> None:
+        """Stop reading; the attempt is recorded with what was seen."""
+        if not self._core.finished:
+            self._end()
+
+
+class AsyncChatStream:
+    """The asynchronous :class:`ChatStream`: ``async for text in stream``."""
+
+    def __init__(self, client: AsyncClient, prep: Prepared) -> None:
+        self._client = client
+        self._core = _StreamCore(client, prep)
+        self._response: httpx.Response | None = None
+        self._raw: AsyncIterator[bytes] | None = None
+
+    @property
+    def result(self) -> ChatResult | None:
+        return self._core.result
+
+    @property
+    def event(self) -> UsageEvent | None:
+        return self._core.event
+
+    async def _open(self) -> None:
+        core = self._core
+        prep = core.prep
+        request = self._client.http.build_request(
+            prep.method, prep.url, headers=prep.headers, content=prep.content
+        )
+        prep.started_at = dt.datetime.now(dt.UTC)
+        core.t0 = time.perf_counter()
+        try:
+            with map_transport_errors(prep.target.provider.name):
+                self._response = await self._client.http.send(request, stream=True)
+                core.status = self._response.status_code
+                if not 200 <= core.status < 300:
+                    body = await self._response.aread()
+        except ProviderError as exc:
+            core.finished = True
+            self._client._raise(prep, exc, _ms(core.t0), None, None, streamed=True)
+        assert self._response is not None
+        if not 200 <= core.status < 300:
+            core.finished = True
+            await self._response.aclose()
+            error = http_failure(
+                prep.target.provider,
+                core.status,
+                prep.target.provider.parse_error(core.status, body),
+                self._response.headers,
+            )
+            self._client._raise(prep, error, _ms(core.t0), None, core.status, streamed=True)
+        self._raw = self._response.aiter_bytes()
+
+    async def __aenter__(self) -> Self:
+        if self._response is None:
+            await self._open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> str:
+        core = self._core
+        if self._response is None:
+            await self._open()
+        while not core.pending:
+            if core.finished:
+                raise StopAsyncIteration
+            await self._pull()
+        return core.next_delta()
+
+    async def _pull(self) -> None:
+        core = self._core
+        assert self._raw is not None
+        try:
+            with map_transport_errors(core.prep.target.provider.name):
+                chunk = await anext(self._raw, None)
+        except ProviderError as exc:
+            await self._end(broken=exc)
+            return
+        if chunk is None:
+            await self._end()
+            return
+        core.feed(chunk)
+        if core.in_band_error is not None:
+            await self._end()
+
+    async def _end(self, *, broken: ProviderError | None = None) -> None:
+        if self._response is not None:
+            await self._response.aclose()
+        self._core.finish(broken=broken)
+
+    async def aclose(self) -> None:
+        if not self._core.finished:
+            await self._end()

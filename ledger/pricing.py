@@ -1,0 +1,183 @@
+"""What an attempt cost: the provider's own figure, else genai-prices, else unknown.
+
+* ``provider``: the response reported its cost (OpenRouter's ``usage.cost``).
+* ``computed``: genai-prices priced the normalised usage, cache reads and
+  writes at their own rates (genai-prices takes ``input_tokens`` as the total,
+  cache included, exactly as the contract does).
+* unknown: ``Cost(None, None)``, never 0; the reason is logged once per
+  provider and model.
+
+Only the price data bundled with the installed genai-prices is used: we build
+our own snapshot from it, so an ``UpdatePrices`` started elsewhere in the
+process cannot make us wait on, or reach for, the network.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Final
+
+from ledger.events import CostSource
+from ledger.providers.base import Usage
+
+log = logging.getLogger(__name__)
+
+_MAX_COST: Final = Decimal(10) ** 9
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    usd: Decimal | None = None
+    source: CostSource | None = None
+
+
+UNKNOWN: Final = Cost()
+
+_snapshot: Any = None
+_snapshot_lock = threading.Lock()
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def _bundled_snapshot() -> Any:
+    global _snapshot
+    with _snapshot_lock:
+        if _snapshot is None:
+            # Imported lazily: loading the price tables takes ~150 ms.
+            from genai_prices import data
+            from genai_prices.data_snapshot import DataSnapshot
+
+            _snapshot = DataSnapshot(providers=data.providers, from_auto_update=False)
+        return _snapshot
+
+
+def _warn_once(provider: str, model: str, reason: str) -> None:
+    with _warned_lock:
+        if (provider, model) in _warned:
+            return
+        _warned.add((provider, model))
+    log.warning("cost of %s model %r is unknown: %s", provider, model, reason)
+
+
+_TOKEN_KEYS: Final = frozenset({"input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok"})
+_MTOK: Final = Decimal(1_000_000)
+
+
+def _rate(price: Any, total_input: int) -> Decimal | None:
+    """A per-million rate; a tiered price uses the tier the whole input falls in ("cliff")."""
+    if isinstance(price, Decimal):
+        return price
+    base, tiers = getattr(price, "base", None), getattr(price, "tiers", None)
+    if not isinstance(base, Decimal) or not isinstance(tiers, list):
+        return None
+    for tier in sorted(tiers, key=lambda t: t.start, reverse=True):
+        if total_input > tier.start:
+            return tier.price if isinstance(tier.price, Decimal) else None
+    return base
+
+
+def _linear_price(prices: Any, usage: Usage) -> Decimal | None:
+    """The price as a sum of count x rate, or None when the model's price is not that simple.
+
+    genai-prices decomposes usage into priced units on every call (~0.1 ms);
+    for token-only prices this reduces to a sum with the same meaning: cache
+    reads and writes are subsets of input, priced at their own rates when the
+    model has them, else at the input rate; finer units (audio, 1-hour writes,
+    searches) are zero in our usage so their rates add nothing. Anything else
+    (per-request fees, unknown price shapes) goes to genai-prices itself.
+    """
+    rates: dict[str, Decimal] = {}
+    for key, value in vars(prices).items():
+        if value is None or key.startswith("_"):
+            continue
+        if key in _TOKEN_KEYS:
+            rate = _rate(value, usage.input_tokens)
+            if rate is None:
+                return None
+            rates[key] = rate
+        elif key == "requests_kcount" or not key.endswith(("_mtok", "_kcount")):
+            return None
+    read, write = usage.cache_read_tokens, usage.cache_write_tokens
+    uncached = usage.input_tokens
+    total = Decimal(0)
+    if "cache_read_mtok" in rates:
+        uncached -= read
+        total += read * rates["cache_read_mtok"]
+    if "cache_write_mtok" in rates:
+        uncached -= write
+        total += write * rates["cache_write_mtok"]
+    if uncached < 0:
+        return None  # counts disagree; let genai-prices decide how to treat them
+    total += uncached * rates.get("input_mtok", Decimal(0))
+    total += usage.output_tokens * rates.get("output_mtok", Decimal(0))
+    return total / _MTOK
+
+
+def _library_price(
+    snapshot: Any, usage: Usage, model: str, provider_id: str | None, api_url: str | None, at: Any
+) -> Decimal:
+    from genai_prices.types import Usage as PriceUsage
+
+    price_usage = PriceUsage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+    )
+    total: Decimal = snapshot.calc(price_usage, model, provider_id, api_url, at).total_price
+    return total
+
+
+def computed_cost(
+    usage: Usage,
+    model: str,
+    *,
+    provider: str,
+    provider_id: str | None,
+    api_url: str | None = None,
+    at: dt.datetime | None = None,
+) -> Decimal | None:
+    """genai-prices' figure for ``usage`` on ``model``; None (reason logged once) if unpriced."""
+    at = at or dt.datetime.now(dt.UTC)
+    url = None if provider_id else api_url
+    try:
+        snapshot = _bundled_snapshot()
+        _, info = snapshot.find_provider_model(model, None, provider_id, url)
+        total = _linear_price(info.get_prices(at), usage)
+        if total is None:
+            total = _library_price(snapshot, usage, model, provider_id, url, at)
+    except Exception as exc:  # any failure of the price table means "unknown", never a crash
+        _warn_once(provider, model, f"{type(exc).__name__}: {exc}")
+        return None
+    if not isinstance(total, Decimal) or not total.is_finite() or not 0 <= total < _MAX_COST:
+        _warn_once(provider, model, f"genai-prices returned {total!r}")
+        return None
+    return total
+
+
+def attempt_cost(
+    *,
+    usage: Usage | None,
+    model: str | None,
+    reported: Decimal | None,
+    provider: str,
+    provider_id: str | None,
+    api_url: str | None = None,
+    at: dt.datetime | None = None,
+) -> Cost:
+    """The cost to record for one attempt (see the module docstring for the order)."""
+    if reported is not None:
+        return Cost(reported, "provider")
+    if usage is None:
+        return UNKNOWN  # no usage reported: pricing zero tokens would invent a 0
+    if not model:
+        _warn_once(provider, "", "no model name to price")
+        return UNKNOWN
+    total = computed_cost(
+        usage, model, provider=provider, provider_id=provider_id, api_url=api_url, at=at
+    )
+    return UNKNOWN if total is None else Cost(total, "computed")

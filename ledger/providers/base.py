@@ -1,0 +1,226 @@
+"""What every provider is: declared capabilities, a request builder and pure parsers.
+
+A provider module knows one wire format and nothing else: it turns a
+:class:`ChatRequest` into an :class:`HttpRequest` and turns response bytes
+(whole, or fed incrementally as an SSE stream) into a :class:`Parsed` result
+with usage normalised to the ledger's contract. No provider does I/O, so the
+client, the cascade and the SDK instrumentation all reuse the same parsing.
+
+Parsers are total: any bytes in, a :class:`Parsed` out (with ``problems`` saying
+what was wrong). A parser bug must never surface as a crash in a user's call.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from typing import Any, ClassVar, Literal, Protocol
+
+from ledger.errors import ProviderConfigurationError
+
+PromptCaching = Literal["none", "implicit", "explicit"]
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a provider does, declared once per provider class.
+
+    * ``sticky_session``: the provider pins a session to one upstream when the
+      request carries a session key (true on OpenRouter only, ADR 0221).
+    * ``prompt_caching``: ``none``, ``implicit`` (the provider caches prefixes
+      by itself) or ``explicit`` (the request marks cache breakpoints).
+    * ``streaming_usage``: streams report token usage.
+    * ``reports_cost``: responses carry the attempt's cost in USD.
+    * ``reports_upstream``: responses name who served the call behind an aggregator.
+    * ``provider_routing``: the request accepts ``provider.sort``/``provider.order``.
+    """
+
+    sticky_session: bool
+    prompt_caching: PromptCaching
+    streaming_usage: bool
+    reports_cost: bool
+    reports_upstream: bool
+    provider_routing: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts normalised to contract §1 (``input_tokens`` includes cache reads and writes)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class InBandError:
+    """An error the provider reported inside a 2xx body or a stream.
+
+    ``http_status`` is the HTTP-like status the error stands for, when the
+    provider gave one (OpenRouter's numeric ``code``, Anthropic's error type).
+    """
+
+    message: str
+    code: str | None = None
+    http_status: int | None = None
+    transient: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """What one response (or one stream, so far) says.
+
+    ``usage`` is None when the provider reported none. ``valid`` is False when
+    the body was not a response at all (not JSON, wrong shape). ``problems``
+    lists what was wrong or adjusted (clamped counts, missing fields).
+    """
+
+    content: str | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    upstream: str | None = None
+    generation_id: str | None = None
+    provider_cost_usd: Decimal | None = None
+    finish_reason: str | None = None
+    error: InBandError | None = None
+    valid: bool = True
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorBody:
+    """The readable parts of a non-2xx body: a message (no secrets), a code, a retry hint."""
+
+    message: str
+    code: str | None = None
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """A provider-neutral chat call. ``messages`` use the OpenAI shape (role + content)."""
+
+    model: str
+    messages: Sequence[Mapping[str, Any]]
+    max_tokens: int | None = None
+    temperature: float | None = None
+    stream: bool = False
+    session_key: str | None = None
+    routing_sort: str | None = None
+    routing_order: tuple[str, ...] | None = None
+    extra_body: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """What to send: the body stays a dict so callers can inspect it before encoding."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+class StreamParser(Protocol):
+    """An incremental parser for one streamed response; fed raw bytes, no I/O.
+
+    ``feed`` returns the text deltas found in the bytes (for the caller, as
+    they arrive); ``finish`` flushes what is pending and returns the whole
+    picture. ``error`` is the in-band error, once one was seen.
+    """
+
+    @property
+    def error(self) -> InBandError | None: ...
+
+    def feed(self, data: bytes) -> list[str]: ...
+
+    def finish(self) -> Parsed: ...
+
+
+class Provider(ABC):
+    """One provider: its name, capabilities, request building and parsing.
+
+    Subclasses set the class attributes; the constructor checks them, so a
+    provider that declares ``sticky_session`` without overriding
+    :meth:`place_session_key` fails as soon as it is built.
+    """
+
+    name: ClassVar[str]
+    family: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+    default_base_url: ClassVar[str | None] = None
+    api_key_env: ClassVar[str | None] = None
+    base_url_env: ClassVar[str | None] = None
+    api_key_required: ClassVar[bool] = True
+    #: The provider id genai-prices knows this provider by (None: match by URL or model).
+    prices_provider_id: ClassVar[str | None] = None
+
+    def __init__(self, *, api_key: str | None = None, base_url: str | None = None) -> None:
+        self._check_declaration()
+        env_key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        self._api_key = api_key or env_key or None
+        env_url = os.environ.get(self.base_url_env) if self.base_url_env else None
+        url = base_url or env_url or self.default_base_url
+        if not url:
+            where = f" or set {self.base_url_env}" if self.base_url_env else ""
+            raise ProviderConfigurationError(f"{self.name}: pass base_url{where}")
+        self.base_url = url.rstrip("/")
+        if self.api_key_required and not self._api_key:
+            where = f" or set {self.api_key_env}" if self.api_key_env else ""
+            raise ProviderConfigurationError(f"{self.name}: no API key; pass api_key{where}")
+
+    def _check_declaration(self) -> None:
+        hook = type(self).place_session_key
+        if self.capabilities.sticky_session and hook is Provider.place_session_key:
+            raise ProviderConfigurationError(
+                f"{type(self).__name__} declares sticky_session but does not override "
+                "place_session_key(), so the session key would never reach the provider"
+            )
+
+    def __repr__(self) -> str:
+        # Never show the key.
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Values to redact from anything raised or logged."""
+        return (self._api_key,) if self._api_key else ()
+
+    def place_session_key(self, body: dict[str, Any], key: str) -> None:
+        """Put the sticky session key in the request body (only sticky providers override this)."""
+        raise NotImplementedError(f"{self.name} has no sticky sessions")
+
+    @abstractmethod
+    def build_request(self, request: ChatRequest) -> HttpRequest:
+        """URL, headers (auth included) and body for ``request``."""
+
+    @abstractmethod
+    def parse_response(self, body: bytes) -> Parsed:
+        """Parse a whole 2xx response body; never raises."""
+
+    @abstractmethod
+    def parse_error(self, status: int, body: bytes) -> ErrorBody:
+        """Parse a non-2xx body; never raises."""
+
+    @abstractmethod
+    def stream_parser(self) -> StreamParser:
+        """A fresh incremental parser for one streamed response."""
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """The provider-capabilities DTO (what an HTTP service would return for it)."""
+        return {
+            "name": cls.name,
+            "family": cls.family,
+            "default_base_url": cls.default_base_url,
+            "api_key_env": cls.api_key_env,
+            "capabilities": cls.capabilities.to_dict(),
+        }

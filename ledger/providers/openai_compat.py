@@ -1,0 +1,424 @@
+"""The OpenAI chat-completions family: openai, azure_openai, openrouter, groq, mistral,
+deepseek and openai_compatible (vLLM, Ollama, LM Studio, any base URL).
+
+One wire format with per-provider differences:
+
+* usage: ``prompt_tokens`` already includes ``prompt_tokens_details.cached_tokens``
+  (and ``cache_write_tokens`` where reported); ``completion_tokens`` includes
+  ``completion_tokens_details.reasoning_tokens``. DeepSeek names its cache reads
+  ``prompt_cache_hit_tokens``; Groq may report usage only under ``x_groq.usage``.
+* streams: usage arrives on whichever chunk carries it (OpenAI: a final chunk
+  with empty ``choices`` when ``stream_options.include_usage`` is set; OpenRouter
+  may send it after the ``finish_reason`` chunk; DeepSeek on the last content
+  chunk). Errors arrive in-band as a top-level ``error`` object, an
+  ``event: error`` (Groq), or ``finish_reason: "error"`` with ``choices[].error``.
+* OpenRouter alone reports ``usage.cost``, the serving upstream (top-level
+  ``provider``), accepts ``provider.sort``/``provider.order`` and pins a
+  session to its upstream given ``session_id`` (ADR 0221).
+* Azure addresses a deployment in the URL and authenticates with ``api-key``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+from urllib.parse import quote
+
+from ledger.errors import is_transient_code
+from ledger.providers import wire
+from ledger.providers.base import (
+    Capabilities,
+    ChatRequest,
+    ErrorBody,
+    HttpRequest,
+    InBandError,
+    Parsed,
+    Provider,
+    Usage,
+)
+from ledger.providers.sse import SSEDecoder, SSEEvent
+
+
+def normalise_usage(raw: dict[str, Any], problems: list[str]) -> Usage:
+    """Contract usage from an OpenAI-shaped ``usage`` object (DeepSeek/Groq variants included)."""
+    prompt = wire.obj(raw.get("prompt_tokens_details"))
+    completion = wire.obj(raw.get("completion_tokens_details"))
+    cache_read = wire.count(raw.get("prompt_cache_hit_tokens"))  # DeepSeek's documented field
+    if cache_read is None:
+        cache_read = wire.count(prompt.get("cached_tokens"))
+    return wire.UsageBuilder(problems).build(
+        input_tokens=wire.count(raw.get("prompt_tokens")),
+        output_tokens=wire.count(raw.get("completion_tokens")),
+        cache_read=cache_read,
+        cache_write=wire.count(prompt.get("cache_write_tokens")),
+        reasoning=wire.count(completion.get("reasoning_tokens")),
+    )
+
+
+def find_usage(chunk: dict[str, Any]) -> dict[str, Any] | None:
+    """The usage object of a response or chunk: top-level, else Groq's ``x_groq.usage``."""
+    usage = chunk.get("usage")
+    if isinstance(usage, dict):
+        return usage
+    groq = wire.obj(chunk.get("x_groq")).get("usage")
+    return groq if isinstance(groq, dict) else None
+
+
+def in_band_error(value: Any) -> InBandError | None:
+    """An OpenAI/OpenRouter/Groq error object as an :class:`InBandError` (None if not one)."""
+    if not isinstance(value, dict) or not value:
+        return None
+    raw_code = value.get("code")
+    status = wire.count(value.get("status_code")) or wire.count(value.get("http_status"))
+    if status is None and (code_int := wire.count(raw_code)) is not None:
+        status = code_int
+    if status is not None and not 100 <= status <= 599:
+        status = None
+    code = None if raw_code is None or isinstance(raw_code, dict | list) else str(raw_code)
+    word = wire.text(value.get("type")) or wire.text(value.get("error_type"))
+    transient = is_transient_code(status) if status is not None else is_transient_code(code or word)
+    return InBandError(
+        message=wire.text(value.get("message")) or "provider reported an error",
+        code=code or word,
+        http_status=status,
+        transient=transient,
+    )
+
+
+class _Accumulator:
+    """Fields shared by whole responses and streamed chunks."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.model: str | None = None
+        self.upstream: str | None = None
+        self.generation_id: str | None = None
+        self.usage_raw: dict[str, Any] | None = None
+        self.finish_reason: str | None = None
+        self.error: InBandError | None = None
+
+    def absorb(self, chunk: dict[str, Any]) -> None:
+        # Every chunk of a stream repeats id/model/provider: read them until known.
+        if self.generation_id is None:
+            self.generation_id = wire.text(chunk.get("id"))
+        if self.model is None:
+            self.model = wire.text(chunk.get("model"))
+        if self.upstream is None:
+            self.upstream = wire.text(chunk.get("provider"))
+        if (usage := find_usage(chunk)) is not None:
+            self.usage_raw = usage
+        if "error" in chunk and (error := in_band_error(chunk["error"])) is not None:
+            self.error = error
+
+    def absorb_choice(self, choice: dict[str, Any]) -> None:
+        self.finish_reason = wire.text(choice.get("finish_reason")) or self.finish_reason
+        if (error := in_band_error(choice.get("error"))) is not None:
+            self.error = error
+        elif self.finish_reason == "error" and self.error is None:
+            self.error = InBandError(message="finish_reason error without details")
+
+    def parsed(self, content: str | None, *, reports_upstream: bool, valid: bool = True) -> Parsed:
+        usage = None
+        cost = None
+        if self.usage_raw is not None:
+            usage = normalise_usage(self.usage_raw, self.problems)
+            cost = wire.cost(self.usage_raw.get("cost"))
+        return Parsed(
+            content=content,
+            usage=usage,
+            model=self.model,
+            upstream=self.upstream if reports_upstream else None,
+            generation_id=self.generation_id,
+            provider_cost_usd=cost,
+            finish_reason=self.finish_reason,
+            error=self.error,
+            valid=valid,
+            problems=tuple(self.problems),
+        )
+
+
+def parse_chat_response(body: bytes, *, reports_upstream: bool) -> Parsed:
+    """Parse a whole chat-completions body (pure; never raises)."""
+    data = wire.loads(body)
+    acc = _Accumulator()
+    if not isinstance(data, dict):
+        return Parsed(valid=False, problems=("body is not a JSON object",))
+    acc.absorb(data)
+    choices = data.get("choices")
+    content = None
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        acc.absorb_choice(choices[0])
+        message = wire.obj(choices[0].get("message"))
+        content = message.get("content") if isinstance(message.get("content"), str) else None
+    elif acc.error is None:
+        acc.problems.append("no choices in response")
+    if acc.usage_raw is None:
+        acc.problems.append("no usage in response")
+    valid = acc.error is not None or isinstance(choices, list)
+    return acc.parsed(content, reports_upstream=reports_upstream, valid=valid)
+
+
+class ChatStreamParser:
+    """Incremental parser of a chat-completions SSE stream."""
+
+    def __init__(self, *, reports_upstream: bool) -> None:
+        self._sse = SSEDecoder()
+        self._acc = _Accumulator()
+        self._parts: list[str] = []
+        self._reports_upstream = reports_upstream
+        self.done = False
+
+    @property
+    def error(self) -> InBandError | None:
+        return self._acc.error
+
+    def feed(self, data: bytes) -> list[str]:
+        out: list[str] = []
+        for event in self._sse.feed(data):
+            self._event(event, out)
+        return out
+
+    def finish(self) -> Parsed:
+        for event in self._sse.close():
+            self._event(event, [])
+        content = "".join(self._parts)
+        return self._acc.parsed(content, reports_upstream=self._reports_upstream)
+
+    def _event(self, event: SSEEvent, out: list[str]) -> None:
+        if event.data.strip() == "[DONE]":
+            self.done = True
+            return
+        chunk = wire.loads(event.data)
+        if not isinstance(chunk, dict):
+            self._acc.problems.append("a stream event is not a JSON object")
+            if event.event == "error":
+                self._acc.error = InBandError(message="unreadable error event")
+            return
+        self._acc.absorb(chunk)
+        if event.event == "error" and self._acc.error is None:
+            self._acc.error = in_band_error(chunk) or InBandError(message="error event")
+        choices = chunk.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            self._acc.absorb_choice(choices[0])
+            piece = wire.obj(choices[0].get("delta")).get("content")
+            if isinstance(piece, str) and piece:
+                self._parts.append(piece)
+                out.append(piece)
+
+
+def parse_openai_error(body: bytes) -> ErrorBody:
+    """The message and code of an OpenAI-shaped error body (OpenRouter's retry hint included)."""
+    data = wire.loads(body)
+    error = wire.obj(wire.obj(data).get("error"))
+    if not error:
+        return ErrorBody(message="no error details in the body")
+    retry = wire.count(wire.obj(error.get("availability")).get("retry_after"))
+    code = error.get("code")
+    word = wire.text(error.get("type")) or wire.text(error.get("error_type"))
+    return ErrorBody(
+        message=wire.text(error.get("message")) or "no message",
+        code=str(code) if isinstance(code, str | int) and not isinstance(code, bool) else word,
+        retry_after=float(retry) if retry is not None and retry >= 0 else None,
+    )
+
+
+class OpenAIStyleProvider(Provider):
+    """Shared request building and parsing for the chat-completions family."""
+
+    family = "openai_chat"
+    path: ClassVar[str] = "/chat/completions"
+    #: Whether the API accepts ``stream_options.include_usage`` (Mistral rejects unknown fields).
+    sends_stream_options: ClassVar[bool] = True
+    max_tokens_field: ClassVar[str] = "max_tokens"
+
+    def url(self, request: ChatRequest) -> str:
+        return self.base_url + self.path
+
+    def headers(self) -> dict[str, str]:
+        headers = {"content-type": "application/json"}
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def body(self, request: ChatRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": request.model, "messages": list(request.messages)}
+        if request.max_tokens is not None:
+            body[self.max_tokens_field] = request.max_tokens
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.stream:
+            body["stream"] = True
+            if self.sends_stream_options:
+                body["stream_options"] = {"include_usage": True}
+        return body
+
+    def build_request(self, request: ChatRequest) -> HttpRequest:
+        body = self.body(request)
+        if request.session_key is not None and self.capabilities.sticky_session:
+            self.place_session_key(body, request.session_key)
+        if request.extra_body:
+            body.update(request.extra_body)
+        return HttpRequest("POST", self.url(request), self.headers(), body)
+
+    def parse_response(self, body: bytes) -> Parsed:
+        return parse_chat_response(body, reports_upstream=self.capabilities.reports_upstream)
+
+    def parse_error(self, status: int, body: bytes) -> ErrorBody:
+        return parse_openai_error(body)
+
+    def stream_parser(self) -> ChatStreamParser:
+        return ChatStreamParser(reports_upstream=self.capabilities.reports_upstream)
+
+
+class OpenAIProvider(OpenAIStyleProvider):
+    name = "openai"
+    capabilities = Capabilities(
+        sticky_session=False,
+        prompt_caching="implicit",
+        streaming_usage=True,
+        reports_cost=False,
+        reports_upstream=False,
+    )
+    default_base_url = "https://api.openai.com/v1"
+    api_key_env = "OPENAI_API_KEY"
+    base_url_env = "OPENAI_BASE_URL"
+    prices_provider_id = "openai"
+    # o-series models reject max_tokens; max_completion_tokens works for all.
+    max_tokens_field = "max_completion_tokens"
+
+
+class AzureOpenAIProvider(OpenAIStyleProvider):
+    """Azure OpenAI: the model is the deployment name, addressed in the URL."""
+
+    name = "azure_openai"
+    capabilities = OpenAIProvider.capabilities
+    default_base_url = None
+    api_key_env = "AZURE_OPENAI_API_KEY"
+    base_url_env = "AZURE_OPENAI_ENDPOINT"
+    prices_provider_id = "azure"
+    DEFAULT_API_VERSION: ClassVar[str] = "2024-10-21"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        api_version: str | None = None,
+    ) -> None:
+        super().__init__(api_key=api_key, base_url=base_url)
+        self.api_version = (
+            api_version or os.environ.get("AZURE_OPENAI_API_VERSION") or self.DEFAULT_API_VERSION
+        )
+
+    def url(self, request: ChatRequest) -> str:
+        deployment = quote(request.model, safe="")
+        return (
+            f"{self.base_url}/openai/deployments/{deployment}/chat/completions"
+            f"?api-version={quote(self.api_version, safe='')}"
+        )
+
+    def headers(self) -> dict[str, str]:
+        return {"content-type": "application/json", "api-key": self._api_key or ""}
+
+    def body(self, request: ChatRequest) -> dict[str, Any]:
+        body = super().body(request)
+        del body["model"]  # the deployment in the URL selects the model
+        return body
+
+
+class OpenRouterProvider(OpenAIStyleProvider):
+    """OpenRouter: reports cost and upstream, routes by ``provider``, pins by ``session_id``."""
+
+    name = "openrouter"
+    capabilities = Capabilities(
+        sticky_session=True,
+        prompt_caching="explicit",
+        streaming_usage=True,
+        reports_cost=True,
+        reports_upstream=True,
+        provider_routing=True,
+    )
+    default_base_url = "https://openrouter.ai/api/v1"
+    api_key_env = "OPENROUTER_API_KEY"
+    base_url_env = "OPENROUTER_BASE_URL"
+    prices_provider_id = "openrouter"
+
+    def place_session_key(self, body: dict[str, Any], key: str) -> None:
+        body["session_id"] = key
+
+    def body(self, request: ChatRequest) -> dict[str, Any]:
+        body = super().body(request)
+        # Usage accounting: ask for cost and cache details explicitly.
+        body["usage"] = {"include": True}
+        routing: dict[str, Any] = {}
+        if request.routing_sort is not None:
+            routing["sort"] = request.routing_sort
+        if request.routing_order is not None:
+            routing["order"] = list(request.routing_order)
+        if routing:
+            body["provider"] = routing
+        return body
+
+
+class GroqProvider(OpenAIStyleProvider):
+    name = "groq"
+    capabilities = Capabilities(
+        sticky_session=False,
+        prompt_caching="implicit",
+        streaming_usage=True,
+        reports_cost=False,
+        reports_upstream=False,
+    )
+    default_base_url = "https://api.groq.com/openai/v1"
+    api_key_env = "GROQ_API_KEY"
+    base_url_env = "GROQ_BASE_URL"
+    prices_provider_id = "groq"
+
+
+class MistralProvider(OpenAIStyleProvider):
+    name = "mistral"
+    capabilities = Capabilities(
+        sticky_session=False,
+        prompt_caching="implicit",
+        streaming_usage=True,
+        reports_cost=False,
+        reports_upstream=False,
+    )
+    default_base_url = "https://api.mistral.ai/v1"
+    api_key_env = "MISTRAL_API_KEY"
+    base_url_env = "MISTRAL_BASE_URL"
+    prices_provider_id = "mistral"
+    # Mistral streams usage on its last chunk unasked and rejects unknown fields.
+    sends_stream_options = False
+
+
+class DeepSeekProvider(OpenAIStyleProvider):
+    name = "deepseek"
+    capabilities = Capabilities(
+        sticky_session=False,
+        prompt_caching="implicit",
+        streaming_usage=True,
+        reports_cost=False,
+        reports_upstream=False,
+    )
+    default_base_url = "https://api.deepseek.com"
+    api_key_env = "DEEPSEEK_API_KEY"
+    base_url_env = "DEEPSEEK_BASE_URL"
+    prices_provider_id = "deepseek"
+
+
+class OpenAICompatibleProvider(OpenAIStyleProvider):
+    """Any server speaking chat completions at ``base_url`` (vLLM, Ollama, LM Studio)."""
+
+    name = "openai_compatible"
+    capabilities = Capabilities(
+        sticky_session=False,
+        prompt_caching="none",
+        streaming_usage=True,
+        reports_cost=False,
+        reports_upstream=False,
+    )
+    default_base_url = None
+    api_key_env = "OPENAI_COMPATIBLE_API_KEY"
+    base_url_env = "OPENAI_COMPATIBLE_BASE_URL"
+    api_key_required = False

@@ -1,0 +1,116 @@
+"""Defensive readers for provider JSON: every helper accepts anything and never raises.
+
+Providers are not always consistent (contract §1), and bodies can be
+truncated, non-UTF-8 or simply not JSON. These helpers turn whatever arrived
+into typed values or None, and clamp token counts into what the ledger stores.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any, Final
+
+from ledger.events import MAX_TOKENS
+from ledger.providers.base import Usage
+
+_MAX_COST: Final = Decimal(10) ** 9
+# One decoder for every call: json.loads(parse_float=...) would build a new one each time.
+_DECODER: Final = json.JSONDecoder(parse_float=Decimal)
+
+
+def loads(data: bytes | str) -> Any:
+    """The JSON value in ``data``, floats as ``Decimal`` (money stays exact); None if unreadable."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return _DECODER.decode(text)
+    except (ValueError, RecursionError, TypeError):
+        # ValueError covers JSONDecodeError and UnicodeDecodeError (non-UTF-8 bytes).
+        return None
+
+
+def obj(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def text(value: Any) -> str | None:
+    """A non-empty string, or None."""
+    return value if isinstance(value, str) and value else None
+
+
+def count(value: Any) -> int | None:
+    """A token count as reported, or None when absent or not a number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    return None
+
+
+def cost(value: Any) -> Decimal | None:
+    """A reported USD cost (0 included: a free model's cost is a reported 0, not unknown)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        value = Decimal(value)
+    if isinstance(value, Decimal) and value.is_finite() and 0 <= value < _MAX_COST:
+        return value
+    return None
+
+
+class UsageBuilder:
+    """Collects reported counters, then clamps them into a :class:`Usage` the ledger accepts.
+
+    Counts are recorded as reported (contract §1), except what storage cannot
+    hold: negatives become 0, huge values ``MAX_TOKENS``, and a cache count
+    above ``input_tokens`` is lowered to it. Each adjustment is a problem.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        self._problems = problems
+
+    def _clamp(self, name: str, value: int | None) -> int:
+        if value is None:
+            return 0
+        if value < 0:
+            self._problems.append(f"{name} {value} is negative; recorded 0")
+            return 0
+        if value > MAX_TOKENS:
+            self._problems.append(f"{name} {value} is absurd; recorded {MAX_TOKENS}")
+            return MAX_TOKENS
+        return value
+
+    def build(
+        self,
+        *,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        cache_read: int | None = None,
+        cache_write: int | None = None,
+        reasoning: int | None = None,
+    ) -> Usage:
+        total_in = self._clamp("input_tokens", input_tokens)
+        read = self._clamp("cache_read_tokens", cache_read)
+        write = self._clamp("cache_write_tokens", cache_write)
+        if read > total_in:
+            self._problems.append(f"cache_read_tokens {read} > input_tokens {total_in}; lowered")
+            read = total_in
+        if write > total_in:
+            self._problems.append(f"cache_write_tokens {write} > input_tokens {total_in}; lowered")
+            write = total_in
+        return Usage(
+            input_tokens=total_in,
+            output_tokens=self._clamp("output_tokens", output_tokens),
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+            reasoning_tokens=self._clamp("reasoning_tokens", reasoning),
+        )
+
+
+def safe_add(*values: int | None) -> int | None:
+    """The sum of the reported values (None if none was reported)."""
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None

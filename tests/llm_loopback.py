@@ -1,0 +1,129 @@
+"""A tiny real HTTP server on 127.0.0.1 that answers LLM requests with scripted replies.
+
+It shares no code with ledger's parsing: replies are raw bytes (the real
+payload fixtures), sent whole with a Content-Length or chunk by chunk with
+HTTP/1.1 chunked encoding (SSE), optionally pausing between chunks or
+dropping the connection mid-stream. Every request is captured for assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+PAYLOADS = Path(__file__).resolve().parent / "fixtures" / "payloads"
+
+
+@dataclass
+class Reply:
+    body: bytes = b"{}"
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    chunk_size: int | None = None  # set: stream with chunked encoding
+    delay_s: float = 0.0  # pause between chunks
+    drop_after: int | None = None  # close the connection after this many chunks
+
+    @classmethod
+    def payload(cls, name: str, **kw: Any) -> Reply:
+        body = (PAYLOADS / name).read_bytes()
+        if name.endswith(".sse"):
+            kw.setdefault("chunk_size", 64)
+            kw.setdefault("headers", {"content-type": "text/event-stream"})
+        else:
+            kw.setdefault("headers", {"content-type": "application/json"})
+        return cls(body=body, **kw)
+
+
+@dataclass
+class Captured:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+class LoopbackLLM:
+    def __init__(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.default: Reply | None = None
+        self.requests: list[Captured] = []
+        self.connections = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                server.connections += 1
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                raw = self.rfile.read(length)
+                server.requests.append(
+                    Captured(
+                        self.path,
+                        {k.lower(): v for k, v in self.headers.items()},
+                        json.loads(raw) if raw else {},
+                    )
+                )
+                reply = server.replies.popleft() if server.replies else server.default
+                assert reply is not None, "no reply scripted"
+                self.send_response(reply.status)
+                for key, value in reply.headers.items():
+                    self.send_header(key, value)
+                if reply.chunk_size is None:
+                    self.send_header("content-length", str(len(reply.body)))
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+                    return
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                self._stream(reply)
+
+            def _stream(self, reply: Reply) -> None:
+                size = reply.chunk_size or 64
+                for n, i in enumerate(range(0, len(reply.body), size)):
+                    if reply.drop_after is not None and n >= reply.drop_after:
+                        self.close_connection = True
+                        self.wfile.flush()
+                        return
+                    piece = reply.body[i : i + size]
+                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                    self.wfile.flush()
+                    if reply.delay_s:
+                        time.sleep(reply.delay_s)
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.01,), daemon=True)
+
+    def queue(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    def __enter__(self) -> LoopbackLLM:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def running() -> Iterator[LoopbackLLM]:
+    with LoopbackLLM() as server:
+        yield server

@@ -1,0 +1,74 @@
+"""Declared capabilities, and the construction-time check of the sticky-session hook."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ledger.cli import cli
+from ledger.errors import ProviderConfigurationError
+from ledger.providers import PROVIDERS, Capabilities, ChatRequest
+from ledger.providers.openai_compat import OpenAIProvider, OpenAIStyleProvider
+
+
+def test_sticky_session_is_declared_by_openrouter_only() -> None:
+    sticky = {name for name, cls in PROVIDERS.items() if cls.capabilities.sticky_session}
+    assert sticky == {"openrouter"}
+
+
+def test_declaring_sticky_sessions_without_the_hook_fails_at_construction() -> None:
+    class Pretender(OpenAIStyleProvider):
+        name = "pretender"
+        capabilities = Capabilities(
+            sticky_session=True,
+            prompt_caching="none",
+            streaming_usage=True,
+            reports_cost=False,
+            reports_upstream=False,
+        )
+        default_base_url = "http://127.0.0.1:9"
+        api_key_required = False
+
+    with pytest.raises(ProviderConfigurationError, match="place_session_key"):
+        Pretender()
+
+
+def test_a_key_reaches_the_body_only_where_the_capability_is_true() -> None:
+    request = ChatRequest(model="m", messages=[], session_key="ledger:s")
+    sent = {
+        name: "session_id" in cls(api_key="k", base_url="http://h").build_request(request).body
+        for name, cls in PROVIDERS.items()
+        if name != "gemini"
+    }
+    assert sent == {name: name == "openrouter" for name in sent}
+
+
+def test_openai_uses_max_completion_tokens() -> None:
+    body = (
+        OpenAIProvider(api_key="k")
+        .build_request(ChatRequest(model="o3", messages=[], max_tokens=5))
+        .body
+    )
+    assert body["max_completion_tokens"] == 5 and "max_tokens" not in body
+
+
+def test_cli_lists_every_provider_with_its_capabilities() -> None:
+    result = CliRunner().invoke(cli, ["providers"])
+    assert result.exit_code == 0
+    for name in PROVIDERS:
+        assert name in result.output
+    assert "sticky_session" in result.output
+
+
+def test_cli_json_is_the_capabilities_dto() -> None:
+    import json
+
+    result = CliRunner().invoke(cli, ["providers", "--json"])
+    assert result.exit_code == 0
+    data: dict[str, Any] = json.loads(result.output)
+    by_name = {p["name"]: p for p in data["providers"]}
+    assert list(by_name) == list(PROVIDERS)
+    assert by_name["openrouter"]["capabilities"]["sticky_session"] is True
+    assert by_name["anthropic"]["capabilities"]["prompt_caching"] == "explicit"
