@@ -25,6 +25,7 @@ COMMANDS: Final = (
     "ledger.cli.sql:sql",
     "ledger.cli.export:export",
     "ledger.cli.providers:providers",
+    "ledger.cli.dashboard:dashboard",
 )
 
 

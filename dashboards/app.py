@@ -1,0 +1,76 @@
+"""The dashboard's entry point: router and frame (``ledger dashboard`` runs it).
+
+It opens the ledger named by ``LEDGER_DATABASE_URL`` (else ``./ledger.db``),
+says what to do when the ledger is missing, old, unreachable or empty, draws
+the shared sidebar filters, then runs the chosen page from ``views/``. Pages
+get every number through :mod:`dashboards.data`; none of them writes SQL.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+HERE = Path(__file__).resolve().parent
+
+
+def _import_as_dashboards() -> None:
+    """Make this directory importable as ``dashboards`` wherever it was installed.
+
+    In the repository it already is; inside a wheel it may live under another
+    name (``ledger/_dashboards``), and the pages import ``dashboards.*``.
+    """
+    if "dashboards" in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(
+        "dashboards", HERE / "__init__.py", submodule_search_locations=[str(HERE)]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["dashboards"] = module
+    spec.loader.exec_module(module)
+
+
+_import_as_dashboards()
+
+from dashboards import data, filters, state  # noqa: E402
+from ledger.errors import LedgerError  # noqa: E402
+
+log = logging.getLogger("ledger.dashboard")
+
+PAGES = [
+    st.Page("views/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("views/stickiness.py", title="Stickiness", icon=":material/push_pin:"),
+    st.Page("views/cache.py", title="Cache", icon=":material/cached:"),
+    st.Page("views/cost.py", title="Cost", icon=":material/payments:"),
+    st.Page("views/upstreams.py", title="Upstreams & verdict", icon=":material/gavel:"),
+]
+
+
+def main() -> None:
+    st.set_page_config(page_title="ledger", page_icon=":material/receipt_long:", layout="wide")
+    page = st.navigation(PAGES)
+    try:
+        options = data.options()
+    except LedgerError as exc:
+        state.show_problem(exc)
+        return
+    if options.rows == 0:
+        state.show_empty(data.where())
+        return
+    filters.sidebar(options)
+    st.sidebar.caption(f"Ledger: `{data.where()}` · {options.rows:,} rows")
+    try:
+        page.run()
+    except LedgerError as exc:
+        state.show_problem(exc)
+    except Exception as exc:  # a bug of ours: a message on the page, the traceback in the log
+        log.exception("dashboard page %s failed", page.title)
+        state.show_unexpected(exc)
+
+
+main()

@@ -1,0 +1,152 @@
+"""Where the pages get their numbers: one cached Analytics, cached results.
+
+* :func:`analytics_for` is a ``st.cache_resource``: one
+  :class:`~ledger.analytics.Analytics` (one DuckDB connection, a cursor per
+  query) for the server process, checked against the ledger's schema first.
+* :func:`data_version` syncs new ledger rows at most every ``REFRESH_S``
+  seconds; its value (the last copied id and row count) is part of every
+  result's cache key, so results recompute exactly when the ledger grew.
+* :func:`load` runs one named figure (a view or a :mod:`dashboards.queries`
+  function) for the sidebar's :class:`Filters`, through ``st.cache_data``.
+
+Pages never touch SQL or the connection: they call :func:`load`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import streamlit as st
+
+from dashboards import queries
+from ledger.analytics import Analytics, Filters
+from ledger.errors import DatabaseError
+from ledger.store.engine import database_url, display_url, make_engine, sqlite_path
+from ledger.store.migrate import check_schema
+
+#: Seconds between two looks for new ledger rows.
+REFRESH_S: Final = 30
+#: Seconds a computed result stays cached (new rows invalidate it sooner).
+RESULT_TTL_S: Final = 3600
+
+
+class LedgerMissing(DatabaseError):
+    """The SQLite ledger file does not exist (nothing was ever recorded or migrated)."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def ledger_url() -> str:
+    """The ledger's URL as a cache key (``LEDGER_DATABASE_URL`` or the default file)."""
+    return database_url().render_as_string(hide_password=False)
+
+
+def check_ledger(url: str) -> None:
+    """Raise the :class:`DatabaseError` that says what is wrong with the ledger, if anything.
+
+    A missing SQLite file is reported as such rather than created empty by
+    connecting to it.
+    """
+    resolved = database_url(url)
+    path = sqlite_path(resolved)
+    if path is not None and not path.exists():
+        raise LedgerMissing(f"there is no ledger database at {path}", path=str(path))
+    engine = make_engine(resolved)
+    try:
+        check_schema(engine)
+    finally:
+        engine.dispose()
+
+
+def _close(analytics: Analytics) -> None:
+    analytics.close()
+
+
+@st.cache_resource(show_spinner="Opening the ledger…", on_release=_close)
+def analytics_for(url: str) -> Analytics:
+    """The process's Analytics over ``url``; raises (and caches nothing) when the ledger is unfit.
+
+    ``allow_memory``: when another process holds the analytics file (a second
+    dashboard, a long ``ledger export``) this one still works, on a private
+    in-memory copy.
+    """
+    check_ledger(url)
+    return Analytics(url, sync=False, allow_memory=True)
+
+
+@st.cache_data(ttl=REFRESH_S, show_spinner="Syncing new ledger rows…")
+def data_version(url: str) -> tuple[int, int]:
+    """Sync the analytics copy; ``(last id, rows)`` identifies what the results are over."""
+    result = analytics_for(url).refresh()
+    return result.last_id, result.rows_total
+
+
+def _view(name: str) -> Callable[[Analytics, Filters], Any]:
+    def read(analytics: Analytics, filters: Filters) -> Any:
+        return analytics.view(name, filters)
+
+    return read
+
+
+def _cache_hits_by_agent(analytics: Analytics, filters: Filters) -> Any:
+    return analytics.cache_hits_by_agent(filters)
+
+
+#: Every figure a page may ask for, by name (names make stable cache keys).
+LOADERS: Final[dict[str, Callable[..., Any]]] = {
+    **{
+        name: _view(name)
+        for name in (
+            "agent_stickiness",
+            "session_stickiness",
+            "cache_hits",
+            "upstream_scorecard",
+            "cost_attribution",
+            "provider_order_verdict",
+        )
+    },
+    "cache_hits_by_agent": _cache_hits_by_agent,
+    "overview_totals": queries.overview_totals,
+    "timeline": queries.timeline,
+    "prompt_cache_saving": queries.prompt_cache_saving,
+    "response_cache_saving": queries.response_cache_saving,
+    "cost_by_agent": queries.cost_by_agent,
+    "fallback_cost": queries.fallback_cost,
+    "failed_attempts": queries.failed_attempts,
+    "cache_decay": queries.cache_decay,
+    "top_sessions": queries.top_sessions,
+    "session_attempts": queries.session_attempts,
+    "session_moves": queries.session_moves,
+}
+
+
+@st.cache_data(ttl=RESULT_TTL_S, max_entries=512, show_spinner=False)
+def _cached(
+    url: str, version: tuple[int, int], name: str, filters: Filters, args: tuple[Any, ...]
+) -> Any:
+    return LOADERS[name](analytics_for(url), filters, *args)
+
+
+def load(name: str, filters: Filters, *args: Any) -> Any:
+    """Figure ``name`` over the rows ``filters`` selects, cached until the ledger grows."""
+    url = ledger_url()
+    return _cached(url, data_version(url), name, filters, args)
+
+
+@st.cache_data(ttl=RESULT_TTL_S, show_spinner=False)
+def _options(url: str, version: tuple[int, int]) -> queries.LedgerOptions:
+    return queries.ledger_options(analytics_for(url))
+
+
+def options() -> queries.LedgerOptions:
+    """What the whole ledger holds (for the filters); raises when the ledger is unfit."""
+    url = ledger_url()
+    return _options(url, data_version(url))
+
+
+def where() -> str:
+    """The ledger's URL for people (password hidden)."""
+    return display_url(database_url())

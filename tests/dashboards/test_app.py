@@ -1,0 +1,157 @@
+"""Every page renders over a real ledger and shows the analytics layer's numbers.
+
+The expected figures are computed here straight from ``Analytics`` (on its own
+DuckDB file), never from the dashboard's helpers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboards import fmt
+from ledger.analytics import Analytics, Filters
+from tests.dashboards.conftest import APP
+
+PAGES = [
+    "views/overview.py",
+    "views/stickiness.py",
+    "views/cache.py",
+    "views/cost.py",
+    "views/upstreams.py",
+]
+
+
+def open_page(page: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.run()
+    if page != PAGES[0]:
+        at.switch_page(page).run()
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def _usd(values: pd.Series) -> Decimal:
+    return sum((Decimal(v) for v in values if v is not None and not pd.isna(v)), Decimal(0))
+
+
+def share(numerator: float, denominator: float) -> float | None:
+    return None if denominator == 0 else float(numerator) / float(denominator)
+
+
+def expect_overview(a: Analytics, f: Filters) -> dict[str, str]:
+    calls = a.calls(f)
+    card = a.upstream_scorecard(f)
+    provider_calls = int((~calls["response_cache_hit"]).sum())
+    return {
+        "Calls": f"{len(calls):,}",
+        "Spend": fmt.money(_usd(calls["cost_usd"])),
+        "Fallback rate": fmt.rate(share(calls["fell_back"].sum(), provider_calls)),
+        "Error rate": fmt.rate(share(card["errors"].sum(), card["attempts"].sum())),
+    }
+
+
+def expect_stickiness(a: Analytics, f: Filters) -> dict[str, str]:
+    agents = a.agent_stickiness(f)
+    out = {}
+    for sent, label in ((True, "with key"), (False, "without key")):
+        part = agents[agents["key_sent"] == sent]
+        switched = share(part["switches"].sum(), part["window_transitions"].sum())
+        out[f"Stickiness {label}"] = fmt.rate(None if switched is None else 1 - switched)
+        out[f"Sessions {label}"] = f"{int(part['sessions'].sum()):,}"
+    return out
+
+
+def expect_cache(a: Analytics, f: Filters) -> dict[str, str]:
+    hits = a.cache_hits(f)
+    out = {"Response-cache hits": f"{int(hits['response_cache_hits'].sum()):,}"}
+    for sent, label in ((True, "with key"), (False, "without key")):
+        part = hits[hits["key_sent"] == sent]
+        out[f"Token hit rate {label}"] = fmt.rate(
+            share(part["cache_read_tokens"].sum(), part["input_tokens"].sum())
+        )
+    out["Call hit rate"] = fmt.rate(share(hits["hit_calls"].sum(), hits["calls"].sum()))
+    return out
+
+
+def expect_cost(a: Analytics, f: Filters) -> dict[str, str]:
+    costs = a.cost_attribution(f)
+    return {
+        "Total spend": fmt.money(_usd(costs["cost_usd"])),
+        "Fallback calls": f"{int(costs['fallback_calls'].sum()):,}",
+    }
+
+
+EXPECTED: dict[str, Callable[[Analytics, Filters], dict[str, str]]] = {
+    "views/overview.py": expect_overview,
+    "views/stickiness.py": expect_stickiness,
+    "views/cache.py": expect_cache,
+    "views/cost.py": expect_cost,
+}
+
+
+def expected(url: str, tmp_path: Path, page: str, f: Filters | None = None) -> dict[str, str]:
+    with Analytics(url, path=tmp_path / "expected.duckdb") as a:
+        return EXPECTED[page](a, f or Filters())
+
+
+@pytest.mark.parametrize("page", list(EXPECTED))
+def test_page_shows_the_analytics_numbers(workload_url: str, tmp_path: Path, page: str) -> None:
+    want = expected(workload_url, tmp_path, page)
+    at = open_page(page)
+    assert_clean(at)
+    shown = metrics(at)
+    assert {label: shown.get(label) for label in want} == want
+    assert at.get("download_button"), "every table offers a CSV download"
+
+
+def test_every_page_renders_without_exception(workload_url: str) -> None:
+    at = open_page(PAGES[0])
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert_clean(at)
+        assert at.title, f"{page} drew nothing"
+        assert at.get("vega_lite_chart") or at.get("arrow_vega_lite_chart"), f"{page}: no chart"
+
+
+def test_verdict_page_states_each_models_verdict_and_reason(
+    workload_url: str, tmp_path: Path
+) -> None:
+    with Analytics(workload_url, path=tmp_path / "expected.duckdb") as a:
+        verdicts = a.provider_order_verdict()
+    at = open_page("views/upstreams.py")
+    assert_clean(at)
+    assert [h.value for h in at.main.header] == sorted(verdicts["requested_model"])
+    messages = [m.value for m in (*at.info, *at.success, *at.error)]
+    for reason in verdicts["reason"]:
+        assert reason in messages
+    shown_verdicts = [m.value for m in at.metric if m.label == "Verdict"]
+    assert len(shown_verdicts) == len(verdicts)
+
+
+def test_stickiness_drill_down_draws_the_chosen_session(workload_url: str, tmp_path: Path) -> None:
+    with Analytics(workload_url, path=tmp_path / "expected.duckdb") as a:
+        sessions = a.session_stickiness()
+    worst = sessions.sort_values(["switches", "idle_releases"], ascending=False).iloc[0]
+    at = open_page("views/stickiness.py")
+    assert_clean(at)
+    assert str(worst["session_id"]) in at.selectbox(key="stickiness_session").format_func(0)
+    assert metrics(at)["Switches"] == str(int(worst["switches"]))
+    at.selectbox(key="stickiness_session").set_value(1).run()
+    assert_clean(at)
+    assert str(worst["session_id"]) not in at.selectbox(key="stickiness_session").format_func(
+        at.selectbox(key="stickiness_session").value
+    )

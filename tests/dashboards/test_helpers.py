@@ -1,0 +1,59 @@
+"""The pure helpers: money and rate formatting, timeline buckets, filter time ranges."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pandas as pd
+
+from dashboards import fmt, summary
+from dashboards.filters import day_range, relative_start
+from dashboards.queries import MAX_BUCKETS, bucket_for
+
+
+def test_money_is_usd_with_cents_or_four_decimals_and_unknown_stays_unknown() -> None:
+    assert fmt.money(Decimal("1234.5")) == "$1,234.50"
+    assert fmt.money(Decimal("0.00123")) == "$0.0012"
+    assert fmt.money(None) == "unknown"
+    assert fmt.money(float("nan")) == "unknown"
+
+
+def test_rates_are_percentages_and_undefined_is_a_dash() -> None:
+    assert fmt.rate(0.4567) == "45.7%"
+    assert fmt.rate(None) == "–"
+
+
+def test_unknown_costs_are_left_out_of_a_sum_and_all_unknown_is_none() -> None:
+    assert summary.total_usd(pd.Series([Decimal("0.5"), None, Decimal("0.25")])) == Decimal("0.75")
+    assert summary.total_usd(pd.Series([None, None], dtype=object)) is None
+
+
+def test_stickiness_by_key_uses_summed_counts_not_mean_of_rates() -> None:
+    frame = pd.DataFrame(
+        {"key_sent": [True, True, False], "switches": [0, 3, 1], "window_transitions": [1, 9, 0]}
+    )
+    assert summary.stickiness_by_key(frame) == {True: 0.7, False: None}
+
+
+def test_timeline_buckets_keep_the_bar_count_bounded() -> None:
+    assert bucket_for(dt.timedelta(hours=2)) == dt.timedelta(minutes=1)
+    assert bucket_for(dt.timedelta(days=3)) == dt.timedelta(hours=1)
+    for days in (1, 10, 100, 5000):
+        span = dt.timedelta(days=days)
+        assert span / bucket_for(span) <= MAX_BUCKETS or bucket_for(span) == dt.timedelta(days=7)
+    assert fmt.duration(dt.timedelta(minutes=15)) == "15 min"
+    assert fmt.duration(dt.timedelta(days=7)) == "7 days"
+
+
+def test_relative_ranges_start_on_a_whole_minute_so_cache_keys_repeat() -> None:
+    now = dt.datetime(2025, 6, 2, 9, 41, 27, 500, tzinfo=dt.UTC)
+    assert relative_start(now, dt.timedelta(hours=1)) == dt.datetime(
+        2025, 6, 2, 8, 41, tzinfo=dt.UTC
+    )
+
+
+def test_custom_dates_cover_whole_utc_days_both_included() -> None:
+    start, end = day_range(dt.date(2025, 6, 2), dt.date(2025, 6, 3))
+    assert start == dt.datetime(2025, 6, 2, tzinfo=dt.UTC)
+    assert end == dt.datetime(2025, 6, 4, tzinfo=dt.UTC)
