@@ -24,16 +24,16 @@ ledger failure or a parser bug is logged and the caller's call goes on; with
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, Protocol, Self
 
 import httpx
 
 from ledger.attempt import (
+    SYSTEM_CLOCK,
     Attempt,
+    AttemptClock,
     Call,
     ChatResult,
     Prepared,
@@ -66,10 +66,6 @@ class Recorder(Protocol):
     def record(self, event: UsageEvent) -> str: ...
 
 
-def _ms(since: float) -> float:
-    return (time.perf_counter() - since) * 1000.0
-
-
 class _Base:
     def __init__(
         self,
@@ -79,7 +75,9 @@ class _Base:
         default_provider: str = "openai",
         session_prefix: str = DEFAULT_PREFIX,
         strict: bool = False,
+        clock: AttemptClock | None = None,
     ) -> None:
+        self.clock: AttemptClock = clock if clock is not None else SYSTEM_CLOCK
         items = providers.values() if isinstance(providers, Mapping) else providers or ()
         self._providers: dict[str, Provider] = {p.name: p for p in items}
         self._ledger_spec = ledger
@@ -87,6 +85,9 @@ class _Base:
         self.default_provider = default_provider
         self.session_prefix = session_prefix
         self.strict = strict
+
+    def _ms(self, since: float) -> float:
+        return (self.clock.monotonic() - since) * 1000.0
 
     def provider(self, name: str) -> Provider:
         """The configured provider ``name``, built from the environment on first use."""
@@ -235,6 +236,7 @@ class Client(_Base):
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         http_client: httpx.Client | None = None,
         strict: bool = False,
+        clock: AttemptClock | None = None,
     ) -> None:
         super().__init__(
             providers=providers,
@@ -242,6 +244,7 @@ class Client(_Base):
             default_provider=default_provider,
             session_prefix=session_prefix,
             strict=strict,
+            clock=clock,
         )
         self._owns_http = http_client is None
         self.http = http_client or httpx.Client(timeout=timeout)
@@ -272,16 +275,16 @@ class Client(_Base):
         """Send one attempt and record its row; ``filing``: call_id, attempt,
         requested_provider, requested_model (defaults: a new call, attempt 1, this target)."""
         prep = self._prepare(call, provider=provider, model=model, stream=False, **filing)
-        prep.started_at = dt.datetime.now(dt.UTC)
-        t0 = time.perf_counter()
+        prep.started_at = self.clock.now()
+        t0 = self.clock.monotonic()
         try:
             with map_transport_errors(prep.target.provider.name):
                 response = self.http.request(
                     prep.method, prep.url, headers=prep.headers, content=prep.content
                 )
         except ProviderError as exc:
-            self._raise(prep, exc, _ms(t0), None, None)
-        latency = _ms(t0)
+            self._raise(prep, exc, self._ms(t0), None, None)
+        latency = self._ms(t0)
         return self._complete(
             prep, response.status_code, response.content, response.headers, latency
         )
@@ -316,6 +319,7 @@ class AsyncClient(_Base):
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         http_client: httpx.AsyncClient | None = None,
         strict: bool = False,
+        clock: AttemptClock | None = None,
     ) -> None:
         super().__init__(
             providers=providers,
@@ -323,6 +327,7 @@ class AsyncClient(_Base):
             default_provider=default_provider,
             session_prefix=session_prefix,
             strict=strict,
+            clock=clock,
         )
         self._owns_http = http_client is None
         self.http = http_client or httpx.AsyncClient(timeout=timeout)
@@ -351,16 +356,16 @@ class AsyncClient(_Base):
         self, call: Call, *, provider: str | None, model: str, **filing: Any
     ) -> ChatResult:
         prep = self._prepare(call, provider=provider, model=model, stream=False, **filing)
-        prep.started_at = dt.datetime.now(dt.UTC)
-        t0 = time.perf_counter()
+        prep.started_at = self.clock.now()
+        t0 = self.clock.monotonic()
         try:
             with map_transport_errors(prep.target.provider.name):
                 response = await self.http.request(
                     prep.method, prep.url, headers=prep.headers, content=prep.content
                 )
         except ProviderError as exc:
-            self._raise(prep, exc, _ms(t0), None, None)
-        latency = _ms(t0)
+            self._raise(prep, exc, self._ms(t0), None, None)
+        latency = self._ms(t0)
         return self._complete(
             prep, response.status_code, response.content, response.headers, latency
         )

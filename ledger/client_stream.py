@@ -6,9 +6,7 @@ ends, fails, or the caller stops reading early.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Self
@@ -26,10 +24,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("ledger.client")
 
 
-def _ms(since: float) -> float:
-    return (time.perf_counter() - since) * 1000.0
-
-
 class _StreamCore:
     """The I/O-free half of a stream: feed bytes, collect deltas, finish into a row."""
 
@@ -38,13 +32,16 @@ class _StreamCore:
         self.prep = prep
         self.parser: StreamParser = prep.target.provider.stream_parser()
         self.pending: deque[str] = deque()
-        self.t0 = time.perf_counter()
+        self.t0 = owner.clock.monotonic()
         self.ttft: float | None = None
         self.status: int | None = None
         self.delivered = False
         self.finished = False
         self.result: ChatResult | None = None
         self.event: UsageEvent | None = None
+
+    def elapsed_ms(self) -> float:
+        return (self.owner.clock.monotonic() - self.t0) * 1000.0
 
     def feed(self, chunk: bytes) -> None:
         try:
@@ -56,7 +53,7 @@ class _StreamCore:
             return
         if deltas:
             if self.ttft is None:
-                self.ttft = _ms(self.t0)
+                self.ttft = self.elapsed_ms()
             self.pending.extend(deltas)
 
     @property
@@ -79,7 +76,7 @@ class _StreamCore:
                 raise
             log.exception("ledger: %s stream parser failed", self.prep.target.provider.name)
             parsed = Parsed(problems=(f"parser bug: {type(exc).__name__}",))
-        latency = _ms(self.t0)
+        latency = self.elapsed_ms()
         provider = self.prep.target.provider
         error: ProviderError | None = None
         if parsed.error is not None:
@@ -136,8 +133,8 @@ class ChatStream:
         request = self._client.http.build_request(
             prep.method, prep.url, headers=prep.headers, content=prep.content
         )
-        prep.started_at = dt.datetime.now(dt.UTC)
-        core.t0 = time.perf_counter()
+        prep.started_at = self._client.clock.now()
+        core.t0 = self._client.clock.monotonic()
         try:
             with map_transport_errors(name):
                 self._response = self._client.http.send(request, stream=True)
@@ -146,7 +143,7 @@ class ChatStream:
                     body = self._response.read()
         except ProviderError as exc:
             core.finished = True
-            self._client._raise(prep, exc, _ms(core.t0), None, None, streamed=True)
+            self._client._raise(prep, exc, core.elapsed_ms(), None, None, streamed=True)
         assert self._response is not None
         if not 200 <= core.status < 300:
             core.finished = True
@@ -157,7 +154,7 @@ class ChatStream:
                 prep.target.provider.parse_error(core.status, body),
                 self._response.headers,
             )
-            self._client._raise(prep, error, _ms(core.t0), None, core.status, streamed=True)
+            self._client._raise(prep, error, core.elapsed_ms(), None, core.status, streamed=True)
         self._raw = self._response.iter_bytes()
 
     def __enter__(self) -> Self:
@@ -231,8 +228,8 @@ class AsyncChatStream:
         request = self._client.http.build_request(
             prep.method, prep.url, headers=prep.headers, content=prep.content
         )
-        prep.started_at = dt.datetime.now(dt.UTC)
-        core.t0 = time.perf_counter()
+        prep.started_at = self._client.clock.now()
+        core.t0 = self._client.clock.monotonic()
         try:
             with map_transport_errors(prep.target.provider.name):
                 self._response = await self._client.http.send(request, stream=True)
@@ -241,7 +238,7 @@ class AsyncChatStream:
                     body = await self._response.aread()
         except ProviderError as exc:
             core.finished = True
-            self._client._raise(prep, exc, _ms(core.t0), None, None, streamed=True)
+            self._client._raise(prep, exc, core.elapsed_ms(), None, None, streamed=True)
         assert self._response is not None
         if not 200 <= core.status < 300:
             core.finished = True
@@ -252,7 +249,7 @@ class AsyncChatStream:
                 prep.target.provider.parse_error(core.status, body),
                 self._response.headers,
             )
-            self._client._raise(prep, error, _ms(core.t0), None, core.status, streamed=True)
+            self._client._raise(prep, error, core.elapsed_ms(), None, core.status, streamed=True)
         self._raw = self._response.aiter_bytes()
 
     async def __aenter__(self) -> Self:

@@ -9,6 +9,7 @@
     │   ├── DatabaseUnreachable      connecting failed (down, wrong host, bad credentials)
     │   └── SchemaOutOfDate          the schema is not at the code's Alembic head
     ├── TooManyRequests              our rate limiter refused a client (HTTP 429, retry_after)
+    ├── AllProvidersFailed           every route of a cascade failed (HTTP 503, retry_after)
     └── ProviderError                one LLM attempt failed (error_type, transient, http_status)
         ├── ProviderHTTPError        the provider answered with a non-2xx status
         │   ├── RateLimited          429: transient, carries retry_after
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import json
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -311,3 +313,67 @@ class TooManyRequests(LedgerError):
     def __init__(self, message: str, *, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+#: An HTTP answer as the ASGI layer sends it: status, headers, body.
+HTTPResponse = tuple[int, list[tuple[bytes, bytes]], bytes]
+
+
+def retry_after_header(seconds: float | None) -> str:
+    """``Retry-After`` as RFC 9110 delay-seconds: a whole number, rounded up, at least 1."""
+    return str(max(1, math.ceil(seconds or 0)))
+
+
+def error_response(status: int, code: str, message: str, retry_after: float | None) -> HTTPResponse:
+    """A short JSON error answer with ``Retry-After`` (when given); never a stack trace."""
+    body: dict[str, Any] = {"error": code, "message": message}
+    headers = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+    if retry_after is not None:
+        header = retry_after_header(retry_after)
+        body["retry_after"] = int(header)
+        headers.append((b"retry-after", header.encode()))
+    return status, headers, json.dumps(body, ensure_ascii=False).encode()
+
+
+# The 503 a service answers when every provider failed, by language (BCP 47
+# primary subtag). English is the fallback for any other locale.
+_UNAVAILABLE: Final[dict[str, str]] = {
+    "en": "All AI providers are busy right now. Please try again in {seconds} seconds.",
+    "pt": "Todos os provedores de IA estão ocupados no momento. "
+    "Tente novamente em {seconds} segundos.",
+    "es": "Todos los proveedores de IA están ocupados en este momento. "
+    "Inténtalo de nuevo en {seconds} segundos.",
+}
+
+
+class AllProvidersFailed(LedgerError):
+    """Every route of a fallback cascade failed with a transient error.
+
+    ``errors`` holds each attempt's :class:`ProviderError` in order (each with
+    its recorded row in ``.event``); ``retry_after`` is the largest hint any
+    provider gave, else the cascade's default. :meth:`http_response` is the
+    friendly, retryable 503 a service should answer with.
+    """
+
+    def __init__(
+        self,
+        errors: tuple[ProviderError, ...],
+        *,
+        retry_after: float,
+        call_id: str,
+        locale: str | None = None,
+    ) -> None:
+        summary = "; ".join(f"{e.provider}: {e.error_type}" for e in errors) or "no route tried"
+        super().__init__(f"all {len(errors)} attempt(s) failed ({summary})")
+        self.errors = errors
+        self.retry_after = retry_after
+        self.call_id = call_id
+        self.locale = locale
+
+    def http_response(self, locale: str | None = None) -> HTTPResponse:
+        """HTTP 503 with ``Retry-After`` and a one-line JSON message in the caller's language."""
+        language = (locale or self.locale or "en").split("-")[0].split("_")[0].lower()
+        template = _UNAVAILABLE.get(language, _UNAVAILABLE["en"])
+        seconds = retry_after_header(self.retry_after)
+        message = template.format(seconds=seconds)
+        return error_response(503, "providers_unavailable", message, self.retry_after)

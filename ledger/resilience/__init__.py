@@ -4,6 +4,7 @@ In process by default; with ``LEDGER_REDIS_URL`` the limiter and the cache are
 shared by every instance through Redis (see :mod:`.config`).
 """
 
+from ledger.errors import error_response
 from ledger.resilience.cache import (
     Codec,
     JsonCodec,
@@ -16,7 +17,7 @@ from ledger.resilience.config import Resilience, ResilienceSettings, parse_rate
 from ledger.resilience.identity import ClientIdentity
 from ledger.resilience.keys import cache_key, normalise_locale, normalise_text
 from ledger.resilience.limiter import Decision, RateLimiter, SlidingWindowLimiter, enforce
-from ledger.resilience.middleware import HTTPRetryable, ResilienceMiddleware, error_response
+from ledger.resilience.middleware import HTTPRetryable, ResilienceMiddleware
 from ledger.resilience.recording import AsyncCachedCall, CachedCall, Origin, Turn, hit_event
 from ledger.resilience.redis_backend import (
     RedisCacheStore,

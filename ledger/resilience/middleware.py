@@ -24,12 +24,10 @@ exception into a 500 before it gets here (register a handler that calls
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Protocol, runtime_checkable
 
-from ledger.errors import TooManyRequests
+from ledger.errors import HTTPResponse, TooManyRequests, error_response
 from ledger.resilience.identity import ClientIdentity
 from ledger.resilience.limiter import RateLimiter
 
@@ -38,7 +36,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-HTTPResponse = tuple[int, list[tuple[bytes, bytes]], bytes]
 
 
 @runtime_checkable
@@ -52,22 +49,6 @@ class HTTPRetryable(Protocol):
     retry_after: float | None
 
     def http_response(self) -> HTTPResponse: ...
-
-
-def retry_after_header(seconds: float | None) -> str:
-    """``Retry-After`` as RFC 9110 delay-seconds: a whole number, rounded up, at least 1."""
-    return str(max(1, math.ceil(seconds or 0)))
-
-
-def error_response(status: int, code: str, message: str, retry_after: float | None) -> HTTPResponse:
-    """A short JSON error answer with ``Retry-After`` (when given)."""
-    body: dict[str, Any] = {"error": code, "message": message}
-    headers = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
-    if retry_after is not None:
-        header = retry_after_header(retry_after)
-        body["retry_after"] = int(header)
-        headers.append((b"retry-after", header.encode()))
-    return status, headers, json.dumps(body).encode()
 
 
 def rate_limited_response(exc: TooManyRequests) -> HTTPResponse:

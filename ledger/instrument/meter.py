@@ -1,0 +1,436 @@
+"""The recording core of the SDK instrumentation, shared by every transport adapter.
+
+:class:`Meter` turns one recognised HTTP request into an :class:`Exchange`;
+the exchange is fed the response bytes as they pass through to the SDK and,
+when the body ends, is closed early or breaks, writes the attempt's row.
+
+Nothing here parses a provider's wire format: parsing is the provider
+modules' (``parse_response``, ``parse_error``, ``stream_parser``), the row is
+:func:`ledger.attempt.build_event` with :func:`ledger.attempt.cost_of`, and
+failures are classified by the same helpers the client uses, so a row written
+here is the row the client would have written for the same bytes.
+
+Degrade quietly in production, fail loudly in tests: a parser bug, a body we
+cannot read or a ledger that refuses a row is logged once per kind and the
+SDK's call goes on untouched; in strict mode (``strict=True`` or
+``LEDGER_STRICT=1``) it raises :class:`InstrumentationError` instead.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import threading
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from typing import Any, Final, Protocol
+
+from ledger.attempt import (
+    Attempt,
+    Call,
+    Prepared,
+    build_event,
+    clean,
+    cost_of,
+    http_failure,
+    in_band_failure,
+)
+from ledger.errors import (
+    LedgerError,
+    MalformedResponse,
+    ProviderError,
+    ProviderTimeout,
+    ProviderTransportError,
+    StreamInterrupted,
+)
+from ledger.events import UsageEvent, new_id
+from ledger.instrument.context import Context
+from ledger.instrument.recognise import Recogniser, Route, refine
+from ledger.providers import Provider, make_provider
+from ledger.providers.base import ChatRequest, Parsed, StreamParser
+from ledger.session_key import DEFAULT_PREFIX, session_key
+
+log = logging.getLogger("ledger.instrument")
+
+STRICT_ENV: Final = "LEDGER_STRICT"
+#: The header both official SDKs send with their attempt number (0 = first try).
+RETRY_HEADER: Final = "x-stainless-retry-count"
+#: A whole (non-streamed) body larger than this is not kept for parsing.
+MAX_BODY_BYTES: Final = 32 * 1024 * 1024
+#: The SDK holds the real key; provider objects here only parse, so they get a stand-in.
+_NO_KEY: Final = "instrumentation-never-sends"
+
+# (fingerprint, call_id) of the last attempt started in this thread or task: the
+# SDKs retry in the same thread/task, so a retry finds its first attempt here.
+_last_call: ContextVar[tuple[tuple[str, str, str], str] | None] = ContextVar(
+    "ledger_last_call", default=None
+)
+
+
+class InstrumentationError(LedgerError):
+    """Strict mode only: the instrumentation could not parse or record an attempt."""
+
+
+class Recorder(Protocol):
+    def record(self, event: UsageEvent) -> str: ...
+
+
+def strict_from_env() -> bool:
+    return os.environ.get(STRICT_ENV, "").lower() in ("1", "true", "yes")
+
+
+class Meter:
+    """Recognises calls, builds exchanges, records rows; one per transport.
+
+    ``ledger``: a :class:`Recorder`, a database URL, or None for the process's
+    default ledger (opened on the first recorded call). ``providers`` maps URL
+    prefixes to provider names. ``sticky_key`` adds the sticky session key to
+    OpenRouter requests that lack one, when a session is known.
+    """
+
+    def __init__(
+        self,
+        *,
+        ledger: Recorder | str | None = None,
+        providers: Mapping[str, str] | None = None,
+        strict: bool | None = None,
+        sticky_key: bool = False,
+        session_prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        self.recogniser = Recogniser(providers)
+        self.strict = strict_from_env() if strict is None else strict
+        self.sticky_key = sticky_key
+        self.session_prefix = session_prefix
+        self._ledger_spec = ledger
+        self._recorder: Recorder | None = None if isinstance(ledger, str | None) else ledger
+        self._providers: dict[tuple[str, str], Provider] = {}
+        self._complained: set[str] = set()
+        self._lock = threading.Lock()
+
+    # -- failures: loud in tests, once in production -------------------------------------
+
+    def complain(self, kind: str, message: str, exc: BaseException | None = None) -> None:
+        """Raise in strict mode; otherwise log ``message`` the first time ``kind`` happens."""
+        if self.strict:
+            raise InstrumentationError(message) from exc
+        with self._lock:
+            if kind in self._complained:
+                return
+            self._complained.add(kind)
+        log.warning("ledger instrumentation: %s (logged once)", message, exc_info=exc)
+
+    def record(self, event: UsageEvent) -> None:
+        try:
+            self._ledger().record(event)
+        except Exception as exc:  # the ledger is never the SDK call's problem
+            self.complain("record", f"could not record attempt {event.event_id}: {exc}", exc)
+
+    def _ledger(self) -> Recorder:
+        if self._recorder is None:
+            from ledger.store.ledger import Ledger, default_ledger
+
+            spec = self._ledger_spec
+            self._recorder = Ledger(spec) if isinstance(spec, str) else default_ledger()
+        return self._recorder
+
+    def provider(self, name: str, base_url: str) -> Provider:
+        key = (name, base_url)
+        found = self._providers.get(key)
+        if found is None:
+            found = make_provider(name, api_key=_NO_KEY, base_url=base_url)
+            with self._lock:
+                if len(self._providers) > 64:  # one per base URL: bounded all the same
+                    self._providers.clear()
+                self._providers[key] = found
+        return found
+
+    # -- one attempt ------------------------------------------------------------------------
+
+    def route(self, method: str, url: str, host: str, path: str, anthropic: bool) -> Route | None:
+        return self.recogniser.route(method, url, host, path, anthropic)
+
+    def begin(
+        self,
+        route: Route,
+        url: str,
+        body: bytes,
+        retry_count: str | None,
+        ctx: Context,
+        timeouts: tuple[type[BaseException], ...],
+    ) -> tuple[Exchange, bytes | None]:
+        """The exchange for one attempt, and the body to send instead (sticky key added)
+        or None to send it unchanged."""
+        data = _json_object(body)
+        if data is None:
+            self.complain(f"request:{route.provider}", f"{route.provider} request body is not JSON")
+            data = {}
+        route = refine(route, data)
+        provider = self.provider(route.provider, route.base_url)
+        model = clean(_text(data.get("model")) or route.deployment, "requested_model") or "unknown"
+        replaced, sent_key = self._session_key(provider, data, ctx)
+        call_id, attempt = _filing((route.provider, url, model), retry_count)
+        caps = provider.capabilities
+        routing = data.get("provider") if caps.provider_routing else None
+        sort, order = _routing(routing if isinstance(routing, dict) else {})
+        prep = Prepared(
+            call=Call(
+                messages=(),
+                session_id=ctx.session_id,
+                actor_id=ctx.actor_id,
+                locale=ctx.locale,
+                tags=ctx.tags,
+            ),
+            target=Attempt(provider, model, call_id, attempt, provider.name, model),
+            request=ChatRequest(model=model, messages=(), stream=data.get("stream") is True),
+            method="POST",
+            url=url,
+            headers={},
+            content=b"",
+            session_key=sent_key,
+            routing_sort=sort,
+            routing_order=order,
+        )
+        return Exchange(self, prep, timeouts), replaced
+
+    def _session_key(
+        self, provider: Provider, data: dict[str, Any], ctx: Context
+    ) -> tuple[bytes | None, str | None]:
+        if not provider.capabilities.sticky_session:
+            return None, None
+        sent = data.get("session_id")
+        if isinstance(sent, str) and sent:
+            return None, clean(sent, "session_key")
+        if not (self.sticky_key and ctx.session_id):
+            return None, None
+        key = session_key(ctx.session_id, ctx.actor_id, prefix=self.session_prefix)
+        provider.place_session_key(data, key)
+        body = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        return body, key
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _routing(prefs: dict[str, Any]) -> tuple[str | None, str | None]:
+    sort = clean(_text(prefs.get("sort")), "routing_sort")
+    order = prefs.get("order")
+    joined = None
+    if isinstance(order, list) and order and all(isinstance(o, str) for o in order):
+        joined = clean(",".join(order), "routing_order")
+    return sort, joined
+
+
+def _filing(fingerprint: tuple[str, str, str], retry_count: str | None) -> tuple[str, int]:
+    """``(call_id, attempt)``: an SDK retry joins the call of the attempt it repeats."""
+    retries = int(retry_count) if retry_count and retry_count.isdigit() else 0
+    last = _last_call.get()
+    joins = retries > 0 and last is not None and last[0] == fingerprint
+    call_id = last[1] if joins and last is not None else new_id()
+    _last_call.set((fingerprint, call_id))
+    return call_id, min(retries + 1, 32_767)
+
+
+def _decoder(encoding: str) -> Callable[[bytes], bytes] | None:
+    """A decompressor for a ``content-encoding`` (gzip/deflate); None when not supported."""
+    encoding = encoding.strip().lower()
+    if encoding == "gzip":
+        return zlib.decompressobj(zlib.MAX_WBITS | 16).decompress
+    if encoding == "deflate":
+        return zlib.decompressobj(zlib.MAX_WBITS | 32).decompress
+    return None
+
+
+def _ms(since: float) -> float:
+    return (time.perf_counter() - since) * 1000.0
+
+
+class Exchange:
+    """One HTTP attempt in flight: fed the response bytes, finished into one row.
+
+    Every method is safe to call from the transport's hot path: it never raises
+    except in strict mode, and :meth:`finish` records at most once.
+    """
+
+    def __init__(
+        self, meter: Meter, prep: Prepared, timeouts: tuple[type[BaseException], ...]
+    ) -> None:
+        self.meter = meter
+        self.prep = prep
+        self.timeouts = timeouts
+        self.t0 = time.perf_counter()
+        prep.started_at = dt.datetime.now(dt.UTC)
+        self.status: int | None = None
+        self.headers: Mapping[str, str] = {}
+        self.parser: StreamParser | None = None
+        self.body: list[bytes] = []
+        self.size = 0
+        self.decode: Callable[[bytes], bytes] | None = None
+        self.readable = True
+        self.ttft: float | None = None
+        self.finished = False
+        self.event: UsageEvent | None = None
+
+    @property
+    def provider(self) -> Provider:
+        return self.prep.target.provider
+
+    def respond(self, status: int, headers: Mapping[str, str]) -> None:
+        """The status line and headers arrived."""
+        self.status = status
+        self.headers = headers
+        encoding = headers.get("content-encoding")
+        if encoding and encoding.strip().lower() != "identity":
+            self.decode = _decoder(encoding)
+            if self.decode is None:
+                self.readable = False
+                self.meter.complain(f"encoding:{encoding}", f"content-encoding {encoding!r}")
+        streamed = headers.get("content-type", "").startswith("text/event-stream")
+        if streamed and 200 <= status < 300:
+            try:
+                self.parser = self.provider.stream_parser()
+            except Exception as exc:
+                self.readable = False
+                self.meter.complain(f"parser:{self.provider.name}", "stream parser failed", exc)
+
+    def feed(self, chunk: bytes) -> None:
+        """Bytes on their way to the SDK (as received, before any decoding)."""
+        if not self.readable or not chunk:
+            return
+        try:
+            data = self.decode(chunk) if self.decode is not None else chunk
+            if self.parser is not None:
+                if self.parser.feed(data) and self.ttft is None:
+                    self.ttft = _ms(self.t0)
+                return
+            self.size += len(data)
+            if self.size > MAX_BODY_BYTES:
+                self.readable = False
+                self.body.clear()
+                return
+            self.body.append(data)
+        except Exception as exc:
+            self.readable = False
+            self.meter.complain(
+                f"parser:{self.provider.name}", f"{self.provider.name} body unreadable", exc
+            )
+
+    def failed(self, exc: BaseException) -> None:
+        """No response at all: the request itself raised."""
+        name = self.provider.name
+        error: ProviderError
+        if isinstance(exc, self.timeouts):
+            error = ProviderTimeout(f"{name}: timed out ({type(exc).__name__})", provider=name)
+        else:
+            error = ProviderTransportError(
+                f"{name}: transport failure ({type(exc).__name__})", provider=name
+            )
+        self._write(None, error, streamed=self.prep.request.stream)
+
+    def finish(self, *, broken: BaseException | None = None, early: bool = False) -> None:
+        """The body ended (``early``: the SDK closed it first; ``broken``: reading failed)."""
+        if self.finished:
+            return
+        self.finished = True
+        try:
+            parsed, error = self._outcome(broken, early)
+        except InstrumentationError:
+            raise
+        except Exception as exc:  # a parser bug: the SDK's call must not notice
+            self.meter.complain(f"parser:{self.provider.name}", "parser failed", exc)
+            parsed, error = None, None
+        self._write(parsed, error, streamed=self.parser is not None)
+
+    def _outcome(
+        self, broken: BaseException | None, early: bool
+    ) -> tuple[Parsed | None, ProviderError | None]:
+        """What the client would make of the same bytes (see ``Client._complete`` and
+        ``_StreamCore.finish``)."""
+        provider, status = self.provider, self.status or 0
+        if not 200 <= status < 300:
+            content = b"".join(self.body) if self.readable else b""
+            body = provider.parse_error(status, content)
+            return None, http_failure(provider, status, body, self.headers)
+        if self.parser is not None:
+            return self._stream_outcome(self.parser, broken)
+        if broken is not None:
+            cls = ProviderTimeout if isinstance(broken, self.timeouts) else ProviderTransportError
+            message = f"{provider.name}: the body broke off ({type(broken).__name__})"
+            return None, cls(message, provider=provider.name)
+        if not self.readable:
+            return None, None
+        parsed = provider.parse_response(b"".join(self.body))
+        if parsed.error is not None:
+            return parsed, in_band_failure(
+                provider, parsed.error, http_status=status, streamed=False, delivered=False
+            )
+        if not parsed.valid:
+            if early:  # the SDK stopped reading: a partial body says nothing about the server
+                return None, None
+            self.meter.complain(
+                f"invalid:{provider.name}",
+                f"{provider.name} answered HTTP {status} with an unusable body "
+                f"({'; '.join(parsed.problems) or 'unknown shape'})",
+            )
+            return parsed, MalformedResponse(
+                f"{provider.name} answered HTTP {status} with an unusable body",
+                provider=provider.name,
+                http_status=status,
+            )
+        return parsed, None
+
+    def _stream_outcome(
+        self, parser: StreamParser, broken: BaseException | None
+    ) -> tuple[Parsed, ProviderError | None]:
+        provider = self.provider
+        parsed = parser.finish()
+        delivered = self.ttft is not None
+        if parsed.error is not None:
+            error = in_band_failure(
+                provider,
+                parsed.error,
+                http_status=self.status or 200,
+                streamed=True,
+                delivered=delivered,
+            )
+            return parsed, error
+        if broken is not None:
+            return parsed, StreamInterrupted(
+                f"{provider.name} stream broke: {type(broken).__name__}",
+                provider=provider.name,
+                http_status=self.status,
+                transient=True,
+                delivered=delivered,
+            )
+        return parsed, None
+
+    def _write(self, parsed: Parsed | None, error: ProviderError | None, *, streamed: bool) -> None:
+        self.finished = True
+        try:
+            event = build_event(
+                self.prep,
+                latency_ms=_ms(self.t0),
+                ttft_ms=self.ttft,
+                parsed=parsed,
+                error=error,
+                http_status=self.status,
+                streamed=streamed,
+                cost=cost_of(self.prep, parsed),
+            )
+        except Exception as exc:
+            self.meter.complain(f"row:{self.provider.name}", "could not build the row", exc)
+            return
+        self.event = event
+        self.meter.record(event)
