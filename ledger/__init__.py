@@ -1,5 +1,14 @@
-"""ledger: a cost ledger and token-usage analytics for LLM agents."""
+"""ledger: a cost ledger and token-usage analytics for LLM agents.
 
+The façade: record usage (:class:`Ledger`), call providers through the client
+(:class:`Client`, :class:`AsyncClient`) or a fallback :class:`Cascade`, or
+meter the official SDKs (:func:`httpx_client`, :func:`instrument`).
+"""
+
+from ledger.attempt import Call, ChatResult
+from ledger.cascade import DEFAULT_CHAIN, AsyncCascade, Cascade, RetryPolicy, Route
+from ledger.client import AsyncClient, Client
+from ledger.errors import AllProvidersFailed, LedgerError, ProviderError
 from ledger.events import UsageEvent
 from ledger.instrument import (
     AsyncMeteringTransport,
@@ -13,9 +22,21 @@ from ledger.instrument import (
 from ledger.store.ledger import Ledger, default_ledger
 
 __all__ = [
+    "DEFAULT_CHAIN",
+    "AllProvidersFailed",
+    "AsyncCascade",
+    "AsyncClient",
     "AsyncMeteringTransport",
+    "Call",
+    "Cascade",
+    "ChatResult",
+    "Client",
     "Ledger",
+    "LedgerError",
     "MeteringTransport",
+    "ProviderError",
+    "RetryPolicy",
+    "Route",
     "UsageEvent",
     "async_httpx_client",
     "context",

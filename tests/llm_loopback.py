@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -30,6 +31,7 @@ class Reply:
     chunk_size: int | None = None  # set: stream with chunked encoding
     delay_s: float = 0.0  # pause between chunks
     drop_after: int | None = None  # close the connection after this many chunks
+    reset: bool = False  # answer nothing: reset the connection (TCP RST)
 
     @classmethod
     def payload(cls, name: str, **kw: Any) -> Reply:
@@ -80,6 +82,13 @@ class LoopbackLLM:
                 )
                 reply = server.replies.popleft() if server.replies else server.default
                 assert reply is not None, "no reply scripted"
+                if reply.reset:
+                    # SO_LINGER 0: close() sends RST, the client sees "connection reset".
+                    linger = struct.pack("ii", 1, 0)
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                    self.close_connection = True
+                    self.connection.close()
+                    return
                 self.send_response(reply.status)
                 for key, value in reply.headers.items():
                     self.send_header(key, value)

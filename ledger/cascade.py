@@ -1,0 +1,368 @@
+"""Fallback across providers (ADR-0014): retry the next route only on transient errors.
+
+A :class:`Cascade` sits behind the same calling shape as the client: it tries
+an ordered chain of (provider, model) :class:`Route` s, each attempt a ledger
+row sharing one ``call_id`` with ``attempt`` = 1, 2, …; ``requested_provider``
+and ``requested_model`` on every row are the chain's first route, and
+``provider`` on the ``ok`` row is the one that answered, so the cost ledger
+charges who actually served the call. The returned
+:class:`~ledger.attempt.ChatResult` names that provider and lists the failed
+attempts before it.
+
+Which failures move on (decided once, by the error classes in
+:mod:`ledger.errors`; this module never reads a status code)::
+
+    what happened                           error_type          next route?
+    HTTP 429                                rate_limited        yes  the quota is per provider
+    HTTP 5xx (529 overloaded included)      server_error        yes  the provider is failing now
+    connection refused/reset, DNS, EOF      transport           yes  no answer at all
+    connect/read/write/pool timeout         timeout             yes  no answer in time
+    2xx with an unusable body               server_error        yes  the provider misbehaved
+    stream error before the first token     stream_interrupted  yes, if its code is transient
+    any other 4xx (400 401 403 404 413 422) client_error        no   the request or the key is
+                                                                     wrong; the next provider
+                                                                     would fail too and burn quota
+    stream error after the first token      stream_interrupted  no   the caller already has text
+
+A non-transient error is raised at once, with the provider's message. When
+every route failed transiently, :class:`~ledger.errors.AllProvidersFailed`
+carries every attempt's error and a ``retry_after`` (the largest hint any
+provider sent, else ``default_retry_after_s``), and turns itself into a
+friendly HTTP 503 (``http_response()``).
+
+Optional per-route retries (:class:`RetryPolicy`, off by default as in the
+ADR) honour ``Retry-After`` up to a cap, back off with full jitter, and stop
+at a deadline for the whole call. Known gap: the worst case adds one round
+trip per route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final, Self
+
+from ledger.attempt import Call, ChatResult
+from ledger.client import AsyncClient, Client
+from ledger.client_stream import AsyncChatStream, ChatStream
+from ledger.errors import AllProvidersFailed, ProviderError, StreamInterrupted
+from ledger.events import new_id
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One step of the chain: a provider name (see ``ledger providers``) and a model."""
+
+    provider: str
+    model: str
+
+
+#: ADR-0014's deliberate two-level chain.
+DEFAULT_CHAIN: Final = (
+    Route("openai", "gpt-4o-mini"),
+    Route("anthropic", "claude-haiku-4-5-20251001"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Retries on the same route before moving on. The default (1 try) is the ADR's.
+
+    ``tries_per_route``: attempts per route (1 = move on at the first failure).
+    A ``Retry-After`` longer than ``max_retry_after_s`` moves on at once: with
+    a fallback available, waiting that long helps nobody. ``deadline_s`` bounds
+    the whole call, retries and fallbacks together.
+    """
+
+    tries_per_route: int = 1
+    base_delay_s: float = 0.25
+    max_delay_s: float = 4.0
+    max_retry_after_s: float = 10.0
+    deadline_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.tries_per_route < 1:
+            raise ValueError("tries_per_route must be at least 1")
+
+
+class _Plan:
+    """The cascade's decisions for one call, free of I/O (shared by sync and async)."""
+
+    def __init__(
+        self,
+        routes: Sequence[Route],
+        policy: RetryPolicy,
+        default_retry_after_s: float,
+        rng: random.Random,
+        clock: Callable[[], float],
+    ) -> None:
+        self.routes = routes
+        self.policy = policy
+        self.default_retry_after_s = default_retry_after_s
+        self.rng = rng
+        self.clock = clock
+        self.started = clock()
+        self.call_id = new_id()
+        self.errors: list[ProviderError] = []
+        self.attempt = 0
+        self._route = 0
+        self._tries = 0
+
+    def next(self) -> Route | None:
+        """The next route to try, or None when the chain or the deadline is spent."""
+        if self._route >= len(self.routes) or self._remaining() <= 0:
+            return None
+        self.attempt += 1
+        self._tries += 1
+        return self.routes[self._route]
+
+    def filing(self) -> dict[str, Any]:
+        first = self.routes[0]
+        return {
+            "call_id": self.call_id,
+            "attempt": self.attempt,
+            "requested_provider": first.provider,
+            "requested_model": first.model,
+        }
+
+    def failed(self, exc: ProviderError) -> float:
+        """Note a failure; raise it if no fallback may follow, else the seconds to wait."""
+        self.errors.append(exc)
+        delivered = isinstance(exc, StreamInterrupted) and exc.delivered
+        if not exc.transient or delivered:
+            raise exc
+        if self._tries < self.policy.tries_per_route:
+            delay = self._backoff(exc)
+            if delay is not None and delay < self._remaining():
+                return delay
+        self._route += 1
+        self._tries = 0
+        return 0.0
+
+    def exhausted(self, locale: str | None) -> AllProvidersFailed:
+        hints = [e.retry_after for e in self.errors if e.retry_after is not None]
+        retry_after = max(hints) if hints else self.default_retry_after_s
+        return AllProvidersFailed(
+            tuple(self.errors), retry_after=retry_after, call_id=self.call_id, locale=locale
+        )
+
+    def _backoff(self, exc: ProviderError) -> float | None:
+        p = self.policy
+        if exc.retry_after is not None:
+            return exc.retry_after if exc.retry_after <= p.max_retry_after_s else None
+        # Full jitter: spreads retries of many callers hit by the same outage.
+        return self.rng.uniform(0, min(p.max_delay_s, p.base_delay_s * 2 ** (self._tries - 1)))
+
+    def _remaining(self) -> float:
+        if self.policy.deadline_s is None:
+            return float("inf")
+        return self.policy.deadline_s - (self.clock() - self.started)
+
+
+class _CascadeBase:
+    def __init__(
+        self,
+        routes: Sequence[Route] = DEFAULT_CHAIN,
+        *,
+        retry: RetryPolicy | None = None,
+        default_retry_after_s: float = 30.0,
+        seed: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not routes:
+            raise ValueError("a cascade needs at least one route")
+        self.routes = tuple(routes)
+        self.retry = retry or RetryPolicy()
+        self.default_retry_after_s = default_retry_after_s
+        self._rng = random.Random(seed)  # jitter, not security
+        self._clock = clock
+
+    def _plan(self) -> _Plan:
+        return _Plan(self.routes, self.retry, self.default_retry_after_s, self._rng, self._clock)
+
+
+def _call(messages: Sequence[Mapping[str, Any]], options: dict[str, Any]) -> Call:
+    return Call(messages=messages, **options)
+
+
+class Cascade(_CascadeBase):
+    """``Cascade(client, routes).chat(messages, session_id=…, actor_id=…)``; see the module doc."""
+
+    def __init__(self, client: Client, routes: Sequence[Route] = DEFAULT_CHAIN, **kw: Any) -> None:
+        super().__init__(routes, **kw)
+        self.client = client
+
+    def chat(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> ChatResult:
+        """One call through the chain. ``options``: the fields of :class:`~ledger.attempt.Call`."""
+        return self.run(_call(messages, options))
+
+    def run(self, call: Call) -> ChatResult:
+        plan = self._plan()
+        while (route := plan.next()) is not None:
+            try:
+                result = self.client.attempt(
+                    call, provider=route.provider, model=route.model, **plan.filing()
+                )
+            except ProviderError as exc:
+                if delay := plan.failed(exc):
+                    time.sleep(delay)
+                continue
+            return replace(result, failed_attempts=tuple(plan.errors))
+        raise plan.exhausted(call.locale)
+
+    def stream(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> CascadeStream:
+        """A streamed call: falls back until a route yields its first token, then commits."""
+        return CascadeStream(self, _call(messages, options))
+
+
+class CascadeStream:
+    """Text deltas from the first route that starts answering; ``result`` once done."""
+
+    def __init__(self, cascade: Cascade, call: Call) -> None:
+        self._cascade = cascade
+        self._call = call
+        self._stream: ChatStream | None = None
+        self._errors: tuple[ProviderError, ...] = ()
+        self._deltas: Generator[str, None, None] = self._run()
+
+    @property
+    def result(self) -> ChatResult | None:
+        if self._stream is None or self._stream.result is None:
+            return None
+        return replace(self._stream.result, failed_attempts=self._errors)
+
+    def _run(self) -> Generator[str, None, None]:
+        cascade, plan = self._cascade, self._cascade._plan()
+        while (route := plan.next()) is not None:
+            stream = cascade.client.attempt_stream(
+                self._call, provider=route.provider, model=route.model, **plan.filing()
+            )
+            try:
+                stream.__enter__()
+                first = next(stream, None)
+            except ProviderError as exc:
+                stream.close()
+                if delay := plan.failed(exc):
+                    time.sleep(delay)
+                continue
+            self._stream, self._errors = stream, tuple(plan.errors)
+            if first is not None:
+                yield first
+                # From here on an error cannot fall back: it reaches the caller.
+                yield from stream
+            return
+        raise plan.exhausted(self._call.locale)
+
+    def __iter__(self) -> Iterator[str]:
+        return self._deltas
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._deltas.close()
+        if self._stream is not None:
+            self._stream.close()
+
+
+class AsyncCascade(_CascadeBase):
+    """The asynchronous :class:`Cascade`, over an :class:`~ledger.client.AsyncClient`."""
+
+    def __init__(
+        self, client: AsyncClient, routes: Sequence[Route] = DEFAULT_CHAIN, **kw: Any
+    ) -> None:
+        super().__init__(routes, **kw)
+        self.client = client
+
+    async def chat(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> ChatResult:
+        return await self.run(_call(messages, options))
+
+    async def run(self, call: Call) -> ChatResult:
+        plan = self._plan()
+        while (route := plan.next()) is not None:
+            try:
+                result = await self.client.attempt(
+                    call, provider=route.provider, model=route.model, **plan.filing()
+                )
+            except ProviderError as exc:
+                if delay := plan.failed(exc):
+                    await asyncio.sleep(delay)
+                continue
+            return replace(result, failed_attempts=tuple(plan.errors))
+        raise plan.exhausted(call.locale)
+
+    async def stream(
+        self, messages: Sequence[Mapping[str, Any]], **options: Any
+    ) -> AsyncCascadeStream:
+        """Open a streamed call: returns once a route has produced its first token."""
+        return await AsyncCascadeStream.open(self, _call(messages, options))
+
+
+class AsyncCascadeStream:
+    """The asynchronous :class:`CascadeStream`: ``async for text in stream``."""
+
+    def __init__(
+        self, stream: AsyncChatStream, first: str | None, errors: tuple[ProviderError, ...]
+    ) -> None:
+        self._stream = stream
+        self._first = first
+        self._errors = errors
+
+    @classmethod
+    async def open(cls, cascade: AsyncCascade, call: Call) -> AsyncCascadeStream:
+        plan = cascade._plan()
+        while (route := plan.next()) is not None:
+            stream = cascade.client.attempt_stream(
+                call, provider=route.provider, model=route.model, **plan.filing()
+            )
+            try:
+                await stream.__aenter__()
+                first = await anext(stream, None)
+            except ProviderError as exc:
+                await stream.aclose()
+                if delay := plan.failed(exc):
+                    await asyncio.sleep(delay)
+                continue
+            return cls(stream, first, tuple(plan.errors))
+        raise plan.exhausted(call.locale)
+
+    @property
+    def result(self) -> ChatResult | None:
+        result = self._stream.result
+        return None if result is None else replace(result, failed_attempts=self._errors)
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> str:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        return await anext(self._stream)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+__all__ = [
+    "DEFAULT_CHAIN",
+    "AllProvidersFailed",
+    "AsyncCascade",
+    "AsyncCascadeStream",
+    "Cascade",
+    "CascadeStream",
+    "RetryPolicy",
+    "Route",
+]
