@@ -1,35 +1,160 @@
-"""``ledger demo``: the main job on a fresh machine.
+"""``ledger demo``: a simulated multi-agent workload into the default ledger, then the report.
 
-Until the simulator-driven workload lands, it migrates the default ledger and
-prints what it holds.
+Migrates the default ledger (LEDGER_DATABASE_URL, else ./ledger.db), runs
+:mod:`ledger.demo` (the real client against the in-process simulator, on its
+virtual clock), prints what it did and ``ledger report``'s tables, a short
+summary read from the analytics, then opens the dashboard.
 """
 
 from __future__ import annotations
 
-import click
-from sqlalchemy import func, select
+import datetime as dt
+import importlib.util
+import os
+import sys
+from decimal import Decimal
+from typing import Any
 
-from ledger.schema import token_usage
-from ledger.store.engine import display_url, make_engine
+import click
+import pandas as pd  # type: ignore[import-untyped]
+from rich.console import Console
+from sqlalchemy.engine import URL
+
+from ledger.analytics import Analytics
+from ledger.cli.report import open_analytics, report
+from ledger.demo import DEFAULT_CALLS, DemoStats, run_demo
+from ledger.demo.workload import WORSE_UPSTREAM
+from ledger.store.engine import database_url, display_url, make_engine
 from ledger.store.migrate import upgrade
 
 
-@click.command()
-def demo() -> None:
-    """Migrate the default ledger and show what it holds."""
-    engine = make_engine()
+def _migrate(url: URL) -> None:
+    engine = make_engine(url)
     try:
         upgrade(engine)
-        with engine.connect() as conn:
-            rows, calls, first, last = conn.execute(
-                select(
-                    func.count(),
-                    func.count(token_usage.c.call_id.distinct()),
-                    func.min(token_usage.c.started_at),
-                    func.max(token_usage.c.started_at),
-                )
-            ).one()
     finally:
         engine.dispose()
-    click.echo(f"ledger at {display_url(engine.url)} (schema up to date)")
-    click.echo(f"  {rows} attempt rows in {calls} calls" + (f", {first} .. {last}" if rows else ""))
+
+
+def _money(value: Decimal) -> str:
+    return f"${value:,.2f}"
+
+
+def print_stats(console: Console, stats: DemoStats) -> None:
+    """What the run did, from its own tally."""
+    span = (stats.last_at - stats.first_at) if stats.first_at and stats.last_at else None
+    span = dt.timedelta(seconds=round(span.total_seconds())) if span is not None else None
+    rate = stats.calls / stats.wall_s if stats.wall_s else 0.0
+    console.print(
+        f"[bold]{stats.calls:,} calls[/] ({stats.attempts:,} attempts) in {stats.wall_s:.1f} s "
+        f"({rate:,.0f} calls/s), covering {span} of simulated time "
+        f"({stats.first_at:%Y-%m-%d %H:%M} .. {stats.last_at:%H:%M} UTC)"
+    )
+    agents = ", ".join(f"{name} {n:,}" for name, n in sorted(stats.calls_by_agent.items()))
+    console.print(f"  agents: {agents}")
+    console.print(
+        f"  {stats.sessions:,} sessions ({stats.keyed_sessions:,} on OpenRouter sending the "
+        f"sticky key), {stats.streamed:,} streamed calls, {stats.idle_gaps:,} idle gaps and "
+        f"{stats.approval_waits:,} approval waits"
+    )
+    console.print(
+        f"  {stats.fallbacks:,} calls fell back to another provider, {stats.failed_calls:,} "
+        f"failed on every route, {stats.failed_attempts:,} failed attempts in all"
+    )
+    console.print(
+        f"  spend {_money(stats.spend_usd)} ({stats.unknown_cost_attempts:,} attempts of "
+        "unknown cost: the failed ones)\n"
+    )
+
+
+def _rate(value: Any) -> str:
+    return "–" if value is None or pd.isna(value) else f"{100 * float(value):.1f}%"
+
+
+def stickiness_lines(frame: pd.DataFrame) -> list[str]:
+    """``agent (model): X with the key, Y without``, from the agent_stickiness view."""
+    lines = []
+    for (actor, model), group in frame.groupby(["actor_id", "requested_model"], dropna=False):
+        by_key = {bool(row.key_sent): row.stickiness for row in group.itertuples()}
+        if True in by_key:
+            text = f"{_rate(by_key.get(True))} with the key, {_rate(by_key.get(False))} without"
+        else:
+            text = f"{_rate(by_key.get(False))} (no sticky key: a direct provider)"
+        lines.append(f"  {actor} ({model}): {text}")
+    return lines
+
+
+def print_summary(console: Console, stats: DemoStats, analytics: Analytics, url: URL) -> None:
+    """The closing summary: totals, per-agent stickiness (the analytics'), where things are."""
+    calls = analytics.sql(
+        "SELECT count(*) AS calls, CAST(sum(attempts) AS BIGINT) AS attempts, "
+        "count(*) FILTER (WHERE fell_back) AS fallbacks, sum(cost_usd) AS spend FROM calls"
+    ).iloc[0]
+    console.rule("[bold]ledger demo: summary")
+    console.print(
+        f"this run: {stats.calls:,} calls, {stats.attempts:,} attempts, "
+        f"{stats.fallbacks:,} fallbacks, {_money(stats.spend_usd)} spend"
+    )
+    console.print(
+        f"the ledger now: {int(calls.calls):,} calls, {int(calls.attempts or 0):,} attempts, "
+        f"{int(calls.fallbacks):,} fallbacks, {_money(calls.spend or Decimal(0))} spend"
+    )
+    console.print("stickiness per agent (1 - switches / transitions within the pin window):")
+    for line in stickiness_lines(analytics.agent_stickiness()):
+        console.print(line)
+    model, upstream = WORSE_UPSTREAM
+    console.print(
+        f"the simulated catalog makes {upstream} on {model} slower than its peers: "
+        "see the provider.order verdicts above"
+    )
+    where = "in memory (the file was busy)" if analytics.in_memory else str(analytics.path)
+    console.print(f"ledger: {display_url(url)}\nanalytics (DuckDB): {where}")
+
+
+def open_dashboard() -> None:
+    """``ledger dashboard``, if this installation has it; otherwise say how to start it."""
+    if importlib.util.find_spec("ledger.cli.dashboard") is None:
+        click.echo("The dashboard is not part of this installation.")
+        return
+    from ledger.cli.dashboard import run_dashboard
+
+    status = run_dashboard(headless=not sys.stdout.isatty())
+    if status not in (0, -2):  # -2: stopped by SIGINT
+        raise SystemExit(status)
+
+
+@click.command()
+@click.option(
+    "--calls", type=click.IntRange(min=1), default=DEFAULT_CALLS, show_default=True,
+    help="Logical LLM calls to simulate.",
+)  # fmt: skip
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Same seed, same workload (a run on a ledger with rows starts after them).",
+)
+@click.option("--no-dashboard", is_flag=True, help="Print the report and exit.")
+@click.pass_context
+def demo(ctx: click.Context, calls: int, seed: int, no_dashboard: bool) -> None:
+    """Simulated multi-agent traffic through the real client into the ledger, then the report.
+
+    Agents with their own prompts call OpenRouter (half their sessions with the
+    sticky key) and OpenAI with an Anthropic fallback, against a local
+    simulator on a virtual clock: hours of traffic in seconds. The ledger is
+    LEDGER_DATABASE_URL, else ./ledger.db; it is migrated first.
+    """
+    url = database_url()
+    _migrate(url)
+    out = Console()
+    out.print(f"Simulating {calls:,} calls (seed {seed}) into {display_url(url)} ...")
+    stats = run_demo(url, calls=calls, seed=seed)
+    print_stats(out, stats)
+    ctx.invoke(report)
+    with open_analytics(Console(stderr=True)) as analytics:
+        print_summary(out, stats, analytics, url)
+    if no_dashboard or os.environ.get("CI", "").lower() == "true":  # CI: never block on a server
+        out.print("Explore it in the dashboard: ledger dashboard")
+    else:
+        open_dashboard()
