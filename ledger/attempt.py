@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from ledger.errors import (
     ProviderError,
@@ -33,29 +32,6 @@ from ledger.session_key import DEFAULT_PREFIX, session_key
 
 _MAX_MESSAGE: Final = 500
 _NO_USAGE: Final = Usage()
-
-
-class AttemptClock(Protocol):
-    """Where the clients read time: ``now`` stamps ``started_at``, ``monotonic`` (seconds)
-    measures latency and TTFT. Injectable so a simulated workload's rows carry its
-    virtual time (``ledger demo``); the default is :data:`SYSTEM_CLOCK`."""
-
-    def now(self) -> dt.datetime: ...
-
-    def monotonic(self) -> float: ...
-
-
-class SystemClock:
-    """The real clock: UTC wall time and ``time.perf_counter``."""
-
-    def now(self) -> dt.datetime:
-        return dt.datetime.now(dt.UTC)
-
-    def monotonic(self) -> float:
-        return time.perf_counter()
-
-
-SYSTEM_CLOCK: Final = SystemClock()
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,9 +31,7 @@ from typing import Any, NoReturn, Protocol, Self
 import httpx
 
 from ledger.attempt import (
-    SYSTEM_CLOCK,
     Attempt,
-    AttemptClock,
     Call,
     ChatResult,
     Prepared,
@@ -45,6 +43,7 @@ from ledger.attempt import (
     result_of,
 )
 from ledger.client_stream import AsyncChatStream, ChatStream
+from ledger.clock import SYSTEM_CLOCK, Clock
 from ledger.errors import (
     MalformedResponse,
     ProviderError,
@@ -75,9 +74,9 @@ class _Base:
         default_provider: str = "openai",
         session_prefix: str = DEFAULT_PREFIX,
         strict: bool = False,
-        clock: AttemptClock | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        self.clock: AttemptClock = clock if clock is not None else SYSTEM_CLOCK
+        self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         items = providers.values() if isinstance(providers, Mapping) else providers or ()
         self._providers: dict[str, Provider] = {p.name: p for p in items}
         self._ledger_spec = ledger
@@ -236,7 +235,7 @@ class Client(_Base):
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         http_client: httpx.Client | None = None,
         strict: bool = False,
-        clock: AttemptClock | None = None,
+        clock: Clock | None = None,
     ) -> None:
         super().__init__(
             providers=providers,
@@ -319,7 +318,7 @@ class AsyncClient(_Base):
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         http_client: httpx.AsyncClient | None = None,
         strict: bool = False,
-        clock: AttemptClock | None = None,
+        clock: Clock | None = None,
     ) -> None:
         super().__init__(
             providers=providers,

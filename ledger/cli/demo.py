@@ -59,7 +59,8 @@ def print_stats(console: Console, stats: DemoStats) -> None:
     )
     console.print(
         f"  {stats.fallbacks:,} calls fell back to another provider, {stats.failed_calls:,} "
-        f"failed on every route, {stats.failed_attempts:,} failed attempts in all"
+        f"failed on every route, {stats.failed_attempts:,} failed attempts in all; "
+        f"{stats.response_cache_hits:,} help-widget questions answered from the response cache"
     )
     console.print(
         f"  spend {_money(stats.spend_usd)} ({stats.unknown_cost_attempts:,} attempts of "

@@ -29,6 +29,8 @@ from ledger.demo import workload as wl
 from ledger.demo.wiring import SimulatedClients, simulated_clients
 from ledger.errors import AllProvidersFailed, ProviderError
 from ledger.events import UsageEvent
+from ledger.resilience.cache import ResponseCache
+from ledger.resilience.recording import CachedCall, Turn
 from ledger.schema import token_usage
 from ledger.simulator import Simulator, VirtualClock
 from ledger.store.engine import make_engine
@@ -49,6 +51,7 @@ class DemoStats:
     attempts: int = 0
     failed_attempts: int = 0
     fallbacks: int = 0
+    response_cache_hits: int = 0
     streamed: int = 0
     sessions: int = 0
     keyed_sessions: int = 0
@@ -62,6 +65,9 @@ class DemoStats:
     wall_s: float = 0.0
 
     def note(self, event: UsageEvent) -> None:
+        if event.response_cache_hit:
+            self.response_cache_hits += 1
+            return
         self.attempts += 1
         if event.status != "ok":
             self.failed_attempts += 1
@@ -136,8 +142,12 @@ class Workload:
         self.clock = VirtualClock(start)
         self.sim = Simulator(wl.demo_catalog(), clock=self.clock, seed=seed)
         self.stats = DemoStats()
+        self._tally = _Tally(ledger, self.stats)
         self.clients: SimulatedClients = simulated_clients(
-            self.sim, _Tally(ledger, self.stats), session_prefix=wl.APP, strict=strict
+            self.sim, self._tally, session_prefix=wl.APP, strict=strict
+        )
+        self._answers: ResponseCache[ChatResult] = ResponseCache(
+            ttl_s=wl.RESPONSE_CACHE_TTL_S, clock=self.clock.time
         )
         self.run_tag = dt.datetime.fromtimestamp(start, dt.UTC).strftime("%Y%m%dT%H%M")
         self._rng = random.Random(seed)
@@ -231,13 +241,39 @@ class Workload:
         except (ProviderError, AllProvidersFailed):
             self.stats.failed_calls += 1  # the turn is retried: its message stays last
         else:
-            self.stats.fallbacks += result.event.attempt > 1
+            self.stats.fallbacks += result.event.attempt > 1 and not result.event.response_cache_hit
             session.messages.append({"role": "assistant", "content": result.content or ""})
             session.turn += 1
             session.messages.append({"role": "user", "content": wl.follow_up(rng, session.turn)})
         return self._pause(paused)
 
     def _send(self, session: _Session, streamed: bool, options: dict[str, Any]) -> ChatResult:
+        if session.agent.faq and session.turn == 1 and not streamed:
+            return self._answer_faq(session, options)
+        return self._call(session, streamed, options)
+
+    def _answer_faq(self, session: _Session, options: dict[str, Any]) -> ChatResult:
+        """A help-widget question through the response cache; a hit gets its own row."""
+        route = session.agent.routes[0]
+        turn = Turn(
+            text=session.messages[-1]["content"],
+            model=route.model,
+            requested_provider=route.provider,
+            locale=options["locale"],
+            session_id=session.session_id,
+            actor_id=session.agent.name,
+            tags=options["tags"],
+            paused=options["paused"],
+        )
+        call = CachedCall(
+            lambda _: self._call(session, False, options),
+            self._answers,
+            self._tally,
+            clock=self.clients.clock,
+        )
+        return call(turn)
+
+    def _call(self, session: _Session, streamed: bool, options: dict[str, Any]) -> ChatResult:
         agent, messages = session.agent, session.messages
         cascade = self._cascades.get(agent.name)
         if cascade is not None:

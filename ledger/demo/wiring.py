@@ -32,7 +32,7 @@ DEMO_API_KEY: Final = "sk-demo-not-a-real-key"
 
 
 class SimulatedTime:
-    """The client's clock (:class:`~ledger.attempt.AttemptClock`) read from a simulator clock."""
+    """The client's clock (:class:`~ledger.clock.Clock`) read from a simulator clock."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
@@ -70,6 +70,7 @@ class SimulatedClients:
     keyed: Client
     unkeyed: Client
     http: httpx.Client
+    clock: SimulatedTime
 
     def close(self) -> None:
         self.keyed.close()
@@ -94,4 +95,4 @@ def simulated_clients(
             clock=clock,
         )
 
-    return SimulatedClients(client(True), client(False), http)
+    return SimulatedClients(client(True), client(False), http, clock)

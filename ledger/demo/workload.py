@@ -73,6 +73,9 @@ class Agent:
     approval_share: float = 0.0
     cache_control: bool = False
     locale: str = "en-US"
+    #: Sessions open with a frequently asked question, answered through the
+    #: response cache (ADR-0016): a repeat within the TTL costs no provider call.
+    faq: bool = False
 
     @property
     def cascades(self) -> bool:
@@ -126,6 +129,15 @@ AGENTS: Final[tuple[Agent, ...]] = (
         weight=3.0,
         turns=(2, 5),
         locale="pt-BR",
+    ),
+    Agent(
+        name="helpdesk",
+        role="answer the public help widget's questions in one or two short paragraphs",
+        tools=("search_help_centre",),
+        routes=(Route("openrouter", "openai/gpt-4o-mini"),),
+        weight=1.5,
+        turns=(1, 3),
+        faq=True,
     ),
     Agent(
         name="support",
@@ -256,8 +268,26 @@ def tools_section(agent: Agent) -> str:
     return "Tools you may call:\n" + "\n".join(f"- {t}(target, note)" for t in agent.tools)
 
 
+#: What visitors of the help widget ask most; the response cache answers repeats.
+FAQ: Final = (
+    "How do I reset my password?",
+    "Can I change the email address on my account?",
+    "Where can I download my invoices?",
+    "How do I cancel my subscription?",
+    "Which payment methods do you accept?",
+    "How long does a refund take?",
+    "How do I add a teammate to my workspace?",
+    "Is there an API rate limit?",
+)
+#: How long a cached answer is served (virtual seconds).
+RESPONSE_CACHE_TTL_S: Final = 1800.0
+
+
 def opening(rng: random.Random, agent: Agent, number: int) -> str:
-    """A task's first message: different for every task (ADR 0221's keyless spread)."""
+    """A task's first message: different for every task (ADR 0221's keyless spread),
+    except a help-widget question, which visitors repeat."""
+    if agent.faq:
+        return rng.choice(FAQ)
     verb, thing, ticket = rng.choice(_VERBS), rng.choice(_THINGS), rng.randrange(10**6)
     return f"Task #{number}: please {verb} {thing} ({agent.name} queue, ticket {ticket})."
 

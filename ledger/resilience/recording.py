@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
+from ledger.clock import SYSTEM_CLOCK, Clock
 from ledger.events import UsageEvent
 from ledger.resilience.cache import ResponseCache
 from ledger.resilience.keys import cache_key
@@ -103,10 +103,12 @@ class _Recording(Generic[V]):
         cache: ResponseCache[V],
         recorder: UsageRecorder | None,
         origin: Callable[[V], Origin],
+        clock: Clock,
     ) -> None:
         self.cache = cache
         self.recorder = recorder
         self.origin = origin
+        self.clock = clock
 
     def _record_hit(self, turn: Turn, value: V, started_at: dt.datetime, t0: float) -> None:
         if self.recorder is None:
@@ -116,7 +118,7 @@ class _Recording(Generic[V]):
                 turn,
                 self.origin(value),
                 started_at=started_at,
-                latency_ms=(time.perf_counter() - t0) * 1000,
+                latency_ms=(self.clock.monotonic() - t0) * 1000,
             )
             self.recorder.record(event)
         except Exception:  # recording never breaks the answer (architecture.md)
@@ -133,12 +135,13 @@ class CachedCall(_Recording[V]):
         recorder: UsageRecorder | None,
         *,
         origin: Callable[[V], Origin] = origin_of,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        super().__init__(cache, recorder, origin)
+        super().__init__(cache, recorder, origin, clock)
         self.fn = fn
 
     def __call__(self, turn: Turn) -> V:
-        started_at, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+        started_at, t0 = self.clock.now(), self.clock.monotonic()
         served = self.cache.get_or_compute(turn.key, lambda: self.fn(turn), bypass=turn.paused)
         if served.hit:
             self._record_hit(turn, served.value, started_at, t0)
@@ -155,12 +158,13 @@ class AsyncCachedCall(_Recording[V]):
         recorder: UsageRecorder | None,
         *,
         origin: Callable[[V], Origin] = origin_of,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        super().__init__(cache, recorder, origin)
+        super().__init__(cache, recorder, origin, clock)
         self.fn = fn
 
     async def __call__(self, turn: Turn) -> V:
-        started_at, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+        started_at, t0 = self.clock.now(), self.clock.monotonic()
         served = await self.cache.aget_or_compute(
             turn.key, lambda: self.fn(turn), bypass=turn.paused
         )
