@@ -165,9 +165,13 @@ def report(rebuild: bool) -> None:
                 "fallback_calls",
             ],
         )
+        verdicts = analytics.provider_order_verdict()
         _print(
             out,
             "provider.order verdicts",
-            analytics.provider_order_verdict(),
-            ["requested_model", "verdict", "pinned_upstream", "best_upstream", "reason"],
+            verdicts,
+            ["requested_model", "verdict", "pinned_upstream", "best_upstream"],
         )
+        # A reason is a sentence of figures: as a paragraph it stays readable at 80 columns.
+        for model, reason in zip(verdicts["requested_model"], verdicts["reason"], strict=True):
+            out.print(f"[bold]{model}[/]: {reason}\n", highlight=False)
