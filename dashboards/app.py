@@ -48,6 +48,7 @@ PAGES = [
     st.Page("views/cache.py", title="Cache", icon=":material/cached:"),
     st.Page("views/cost.py", title="Cost", icon=":material/payments:"),
     st.Page("views/upstreams.py", title="Upstreams & verdict", icon=":material/gavel:"),
+    st.Page("views/budgets.py", title="Budgets", icon=":material/savings:"),
 ]
 
 

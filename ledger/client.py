@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn, Protocol, Self
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, Self
 
 import httpx
 
@@ -54,6 +54,9 @@ from ledger.providers import Provider, make_provider
 from ledger.providers.base import Parsed
 from ledger.session_key import DEFAULT_PREFIX
 
+if TYPE_CHECKING:
+    from ledger.budgets.guard import BudgetGuard
+
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
@@ -75,8 +78,11 @@ class _Base:
         session_prefix: str = DEFAULT_PREFIX,
         strict: bool = False,
         clock: Clock | None = None,
+        guard: BudgetGuard | None = None,
     ) -> None:
         self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
+        #: Optional budget guard (ledger.budgets): consulted before each attempt is sent.
+        self.guard = guard
         items = providers.values() if isinstance(providers, Mapping) else providers or ()
         self._providers: dict[str, Provider] = {p.name: p for p in items}
         self._ledger_spec = ledger
@@ -104,6 +110,8 @@ class _Base:
 
     def record(self, event: UsageEvent) -> None:
         """Record ``event``; a failure is logged (raised when ``strict``), never the caller's."""
+        if self.guard is not None:
+            self.guard.observe(event)  # the spend happened whether or not the ledger took it
         try:
             self._ledger().record(event)
         except Exception:
@@ -125,6 +133,8 @@ class _Base:
             requested_model=filing.get("requested_model") or model,
         )
         prep = prepare(call, target, stream=stream, session_prefix=self.session_prefix)
+        if self.guard is not None:
+            self.guard.before_send(prep, self.clock.now())  # BudgetExceeded: nothing is sent
         if call.routing_order and prep.routing_order:
             log.warning(
                 "provider.order=%s sent to %s: it turns OpenRouter's sticky routing off",
@@ -236,6 +246,7 @@ class Client(_Base):
         http_client: httpx.Client | None = None,
         strict: bool = False,
         clock: Clock | None = None,
+        guard: BudgetGuard | None = None,
     ) -> None:
         super().__init__(
             providers=providers,
@@ -244,6 +255,7 @@ class Client(_Base):
             session_prefix=session_prefix,
             strict=strict,
             clock=clock,
+            guard=guard,
         )
         self._owns_http = http_client is None
         self.http = http_client or httpx.Client(timeout=timeout)
@@ -319,6 +331,7 @@ class AsyncClient(_Base):
         http_client: httpx.AsyncClient | None = None,
         strict: bool = False,
         clock: Clock | None = None,
+        guard: BudgetGuard | None = None,
     ) -> None:
         super().__init__(
             providers=providers,
@@ -327,6 +340,7 @@ class AsyncClient(_Base):
             session_prefix=session_prefix,
             strict=strict,
             clock=clock,
+            guard=guard,
         )
         self._owns_http = http_client is None
         self.http = http_client or httpx.AsyncClient(timeout=timeout)

@@ -4,12 +4,14 @@
 
     LedgerError                      base of everything raised on purpose
     ├── ConfigurationError           a setting or URL cannot be used as given
-    │   └── ProviderConfigurationError   a provider is misdeclared or lacks a key/URL
+    │   ├── ProviderConfigurationError   a provider is misdeclared or lacks a key/URL
+    │   └── BudgetConfigurationError     a budgets file is invalid (file, key, what was expected)
     ├── DatabaseError                the ledger database cannot serve a command
     │   ├── DatabaseUnreachable      connecting failed (down, wrong host, bad credentials)
     │   └── SchemaOutOfDate          the schema is not at the code's Alembic head
     ├── TooManyRequests              our rate limiter refused a client (HTTP 429, retry_after)
     ├── AllProvidersFailed           every route of a cascade failed (HTTP 503, retry_after)
+    ├── BudgetExceeded               the budget guard refused a call before sending it
     └── ProviderError                one LLM attempt failed (error_type, transient, http_status)
         ├── ProviderHTTPError        the provider answered with a non-2xx status
         │   ├── RateLimited          429: transient, carries retry_after
@@ -41,6 +43,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import httpx
@@ -377,3 +380,48 @@ class AllProvidersFailed(LedgerError):
         seconds = retry_after_header(self.retry_after)
         message = template.format(seconds=seconds)
         return error_response(503, "providers_unavailable", message, self.retry_after)
+
+
+class BudgetConfigurationError(ConfigurationError):
+    """A budgets file (``[tool.ledger.budgets]`` in pyproject.toml, ``[budgets]`` in
+    ledger.toml) cannot be used: bad TOML, an unknown key, a limit that is not a
+    number >= 0, an agent the configuration or the ledger does not know.
+
+    ``path`` is the file, ``key`` the dotted key at fault, ``expected`` what it should hold.
+    """
+
+    def __init__(self, message: str, *, path: str, key: str, expected: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.key = key
+        self.expected = expected
+
+
+class BudgetExceeded(LedgerError):
+    """Raised by the client *before* sending a call that could take a budget past its limit.
+
+    Nothing was sent and no row recorded. ``budget`` is the budget's name,
+    ``subject`` what it was counting (an agent, a model, a call id),
+    ``window`` the UTC day (ISO date) or the call it counts over,
+    ``spent_usd`` the spend so far in that window, ``estimate_usd`` the call's
+    worst-case cost and ``limit_usd`` the limit.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        budget: str,
+        subject: str,
+        window: str,
+        spent_usd: Decimal,
+        estimate_usd: Decimal,
+        limit_usd: Decimal,
+    ) -> None:
+        super().__init__(message)
+        self.budget = budget
+        self.subject = subject
+        self.window = window
+        self.spent_usd = spent_usd
+        self.estimate_usd = estimate_usd
+        self.limit_usd = limit_usd

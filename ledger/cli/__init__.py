@@ -25,6 +25,7 @@ COMMANDS: Final = (
     "ledger.cli.sql:sql",
     "ledger.cli.export:export",
     "ledger.cli.providers:providers",
+    "ledger.cli.budget:budget",
     "ledger.cli.dashboard:dashboard",
 )
 
@@ -62,7 +63,8 @@ def cli(verbose: bool) -> None:
 def main() -> None:
     """Entry point: our own errors become one line on stderr and exit status 2."""
     try:
-        cli(standalone_mode=False)
+        # Without standalone mode click returns ctx.exit()'s code instead of exiting.
+        code = cli(standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -74,3 +76,4 @@ def main() -> None:
     except LedgerError as exc:
         click.echo(f"ledger: {exc}", err=True)
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
