@@ -30,7 +30,7 @@ from ledger.analytics import local, views
 from ledger.analytics.export import ExportResult, export_parquet
 from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.analytics.source import LedgerSource
-from ledger.analytics.sync import ProgressCallback, SyncResult, sync
+from ledger.analytics.sync import ProgressCallback, SyncResult, ensure_aggregates, sync
 from ledger.analytics.views import Filters
 from ledger.store.engine import database_url
 
@@ -93,6 +93,7 @@ class Analytics:
             local.ensure_schema(self._con)
             local.write_settings(self._con, settings, overwrite=True)
             views.install(self._con)
+            ensure_aggregates(self._con)
             self.last_sync: SyncResult | None = self.refresh(progress=progress) if sync else None
         except BaseException:
             self._con.close()

@@ -3,7 +3,8 @@
 The file holds a copy of ``token_usage`` with portable types (TIMESTAMPTZ in
 UTC, DECIMAL(20,10), BOOLEAN, JSON: the same for a SQLite or a PostgreSQL
 ledger), the ``ledger_settings`` table and ``ledger_setting()`` macro the views
-read, the ``ledger_sync`` bookkeeping row, and the views themselves.
+read, the ``ledger_sync`` bookkeeping row, the state tables sync keeps for the
+views (:mod:`ledger.analytics.state`), and the views themselves.
 
 DuckDB lets one process open a file for writing. A second process that finds it
 locked (a dashboard is running, say) waits a little, then either raises
@@ -20,6 +21,7 @@ from typing import Any, Final
 import duckdb
 from sqlalchemy import BigInteger, SmallInteger
 
+from ledger.analytics import state
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.analytics.source import column_kind
 from ledger.errors import DatabaseError
@@ -122,6 +124,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(table_ddl())
     for ddl in SUPPORT_DDL:
         con.execute(ddl)
+    state.ensure_tables(con)
 
 
 def write_settings(

@@ -4,7 +4,9 @@ Each sync reads only rows above the last id it copied, plus a short re-read
 window below it: on PostgreSQL ids come from a sequence, so a transaction that
 took a lower id can commit after a higher one was already copied. Rows in that
 window that the file lacks are added; rows it has are skipped. A sync runs in
-one DuckDB transaction, so an interrupted sync leaves the file as it was.
+one DuckDB transaction, so an interrupted sync leaves the file as it was. The
+same transaction folds the new rows into the state tables the views read
+(:mod:`ledger.analytics.state`), so views and rows never disagree.
 
 The whole copy is rebuilt when the file was filled from another ledger, or
 when the ledger's ids went backwards (it was recreated).
@@ -21,6 +23,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ledger.analytics import state as aggregates
 from ledger.analytics.local import insert_sql
 from ledger.analytics.source import LedgerSource
 from ledger.schema import TABLE_NAME
@@ -107,6 +110,33 @@ def _copy_rows(
     return added, max_id
 
 
+def _ids_between(con: duckdb.DuckDBPyConnection, low: int, high: int) -> set[int]:
+    """Ids the file holds in ``(low, high]``: the re-read window, a thousand at most."""
+    rows = con.execute(
+        f"SELECT id FROM {TABLE_NAME} WHERE id > ? AND id <= ?",  # noqa: S608
+        [low, high],
+    ).fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def ensure_aggregates(con: duckdb.DuckDBPyConnection) -> bool:
+    """Rebuild the state tables if they do not match ``token_usage``; whether it was needed.
+
+    Files written before the state tables existed, or whose ``token_usage`` was
+    edited by hand, get them rebuilt once from their rows.
+    """
+    if aggregates.is_current(con):
+        return False
+    con.execute("BEGIN TRANSACTION")
+    try:
+        aggregates.rebuild(con)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return True
+
+
 def sync(
     con: duckdb.DuckDBPyConnection,
     source: LedgerSource,
@@ -139,10 +169,19 @@ def sync(
         state = source.state(0)
     con.execute("BEGIN TRANSACTION")
     try:
+        # The state can take the new rows only if it matched the table before them.
+        foldable = not rebuild and aggregates.is_current(con)
+        window = (max(0, mark.last_id - REREAD_IDS), mark.last_id)
+        held_before = _ids_between(con, *window)
         if rebuild:
             con.execute(f"DELETE FROM {TABLE_NAME}")  # noqa: S608
         added, last_id = _copy_rows(con, source, mark, state.rows_above, progress)
         total = mark.rows_total + added
+        if foldable:
+            late = sorted(_ids_between(con, *window) - held_before)
+            aggregates.fold_new_rows(con, above_id=mark.last_id, late_ids=late)
+        else:
+            aggregates.rebuild(con)
         con.execute("DELETE FROM ledger_sync")
         con.execute("INSERT INTO ledger_sync VALUES (?, ?, now(), ?)", [name, last_id, total])
         con.execute("COMMIT")

@@ -1,8 +1,12 @@
 """The views of contract §2: their SQL files, their order, and filtered reads.
 
 Each view is one ``views/<name>.sql`` file holding a documented
-``CREATE OR REPLACE VIEW <name> AS …``. :func:`install` (re)creates them all in
-the DuckDB file, in dependency order, so any DuckDB client sees them.
+``CREATE OR REPLACE VIEW <name> AS …`` over ``token_usage``: the definition.
+Views that would read millions of rows also have ``views/stored/<name>.sql``:
+the same rows and columns read from the aggregates sync keeps
+(:mod:`ledger.analytics.state`). :func:`install` (re)creates them all in the
+DuckDB file, in dependency order, the stored variant where there is one, so
+any DuckDB client sees them and they answer in well under a second.
 
 A filtered read (a time range, some agents…) must filter *rows* before the
 metrics are computed, not the finished view. :func:`filtered_query` does it
@@ -34,12 +38,20 @@ VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
     "agent_stickiness": ("session_stickiness",),
     "cache_hits": (),
     "upstream_scorecard": (),
+    "upstream_p95_intervals": (),
+    "keyless_hit_rates": (),
     "cost_attribution": ("calls",),
-    "provider_order_verdict": ("upstream_scorecard",),
+    "provider_order_verdict": (
+        "upstream_scorecard",
+        "upstream_p95_intervals",
+        "keyless_hit_rates",
+    ),
 }
 VIEW_NAMES: Final = tuple(VIEW_DEPENDENCIES)
-#: The views contract §2 names (``transitions`` is our helper).
-CONTRACT_VIEWS: Final = tuple(v for v in VIEW_NAMES if v != "transitions")
+#: Our helpers, beside the views contract §2 names.
+HELPER_VIEWS: Final = ("transitions", "upstream_p95_intervals", "keyless_hit_rates")
+#: The views contract §2 names.
+CONTRACT_VIEWS: Final = tuple(v for v in VIEW_NAMES if v not in HELPER_VIEWS)
 
 _CREATE = re.compile(r"CREATE OR REPLACE VIEW\s+(\w+)\s+AS\s+(.*?);?\s*\Z", re.DOTALL | re.I)
 
@@ -116,10 +128,18 @@ def view_body(name: str) -> str:
     return match.group(2)
 
 
+@cache
+def stored_view_sql(name: str) -> str:
+    """``views/stored/<name>.sql`` when the view has a stored variant, else its definition."""
+    view_sql(name)  # the KeyError for unknown names
+    stored = resources.files("ledger.analytics").joinpath("views", "stored", f"{name}.sql")
+    return stored.read_text("utf-8") if stored.is_file() else view_sql(name)
+
+
 def install(con: duckdb.DuckDBPyConnection) -> None:
-    """(Re)create every view in the file, dependencies first."""
+    """(Re)create every view in the file, dependencies first (the state tables must exist)."""
     for name in VIEW_NAMES:
-        con.execute(view_sql(name))
+        con.execute(stored_view_sql(name))
 
 
 def _closure(name: str) -> list[str]:
@@ -138,6 +158,9 @@ def _closure(name: str) -> list[str]:
 
 def filtered_query(name: str, select: str | None = None) -> str:
     """A query over view ``name`` computed from the rows :class:`Filters` parameters select.
+
+    It uses the definitions (``views/<name>.sql``), never the state tables,
+    which hold aggregates over every row.
 
     ``select`` (default ``SELECT * FROM <name>``) is the statement run over it.
     """

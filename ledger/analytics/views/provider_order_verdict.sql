@@ -4,6 +4,9 @@
 -- upstream holding the pinned sessions is measurably bad AND moving away does
 -- not cost more in lost prompt-cache hits than it saves.
 --
+-- Inputs: the views upstream_scorecard, upstream_p95_intervals (the p95
+-- intervals below) and keyless_hit_rates (h_keyless below).
+--
 -- Upstreams (figures from upstream_scorecard):
 --   pinned_upstream = the upstream with the most sessions_pinned (ties: more
 --                     attempts, then name); none -> insufficient_data
@@ -55,42 +58,6 @@ WITH knobs AS (
         ledger_setting('max_cost_increase') AS max_cost_increase,
         ledger_setting('cache_read_price_ratio') AS price_ratio
 ),
-ranked_latency AS (
-    SELECT
-        requested_model,
-        coalesce(upstream, provider) AS upstream,
-        latency_ms,
-        row_number() OVER (part ORDER BY latency_ms) AS rank,
-        -- no ORDER BY here: an ordered window would make this a running count
-        count(*) OVER part AS n
-    FROM token_usage
-    WHERE attempt >= 1 AND status = 'ok' AND NOT response_cache_hit AND latency_ms IS NOT NULL
-    WINDOW part AS (PARTITION BY requested_model, coalesce(upstream, provider))
-),
-p95_interval AS (
-    SELECT
-        requested_model,
-        upstream,
-        min(latency_ms) FILTER (
-            WHERE rank >= greatest(1, floor(0.95 * n - z * sqrt(0.95 * 0.05 * n)))
-        ) AS p95_low_ms,
-        max(latency_ms) FILTER (
-            WHERE rank <= least(n, ceil(0.95 * n + z * sqrt(0.95 * 0.05 * n)))
-        ) AS p95_high_ms
-    FROM ranked_latency, knobs
-    GROUP BY requested_model, upstream
-),
-keyless AS (
-    SELECT
-        requested_model,
-        CASE
-            WHEN count(*) >= any_value(knobs.min_samples)
-            THEN CAST(sum(cache_read_tokens) AS DOUBLE) / nullif(sum(input_tokens), 0)
-        END AS hit_rate
-    FROM token_usage, knobs
-    WHERE attempt >= 1 AND status = 'ok' AND NOT response_cache_hit AND session_key IS NULL
-    GROUP BY requested_model
-),
 scored AS (
     SELECT
         s.*,
@@ -107,7 +74,7 @@ scored AS (
         s.attempts >= k.min_samples AND s.latency_samples >= k.min_samples AS enough
     FROM upstream_scorecard AS s
     CROSS JOIN knobs AS k
-    LEFT JOIN p95_interval AS i USING (requested_model, upstream)
+    LEFT JOIN upstream_p95_intervals AS i USING (requested_model, upstream)
 ),
 choice AS (
     SELECT
@@ -169,7 +136,7 @@ compared AS (
         ON p.requested_model = x.requested_model AND p.upstream = x.pinned_upstream
     LEFT JOIN scored AS b
         ON b.requested_model = x.requested_model AND b.upstream = x.best_upstream
-    LEFT JOIN keyless AS kl ON kl.requested_model = x.requested_model
+    LEFT JOIN keyless_hit_rates AS kl ON kl.requested_model = x.requested_model
 ),
 judged AS (
     SELECT

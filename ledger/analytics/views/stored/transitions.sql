@@ -1,0 +1,19 @@
+-- transitions, as stored in the analytics file: the same rows and columns as
+-- views/transitions.sql, read from state_transitions (one row per transition,
+-- kept by sync). The idle window is applied here, so a changed setting counts
+-- at once.
+CREATE OR REPLACE VIEW transitions AS
+SELECT
+    session_id,
+    actor_id,
+    requested_model,
+    previous_started_at,
+    started_at,
+    previous_upstream,
+    upstream,
+    key_sent,
+    gap_s,
+    gap_s <= ledger_setting('idle_window_s') AS within_window,
+    changed AND gap_s <= ledger_setting('idle_window_s') AS is_switch,
+    changed AND gap_s > ledger_setting('idle_window_s') AS is_idle_release
+FROM state_transitions;

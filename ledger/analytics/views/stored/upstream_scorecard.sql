@@ -1,0 +1,65 @@
+-- upstream_scorecard, as stored in the analytics file: the same rows and
+-- columns as views/upstream_scorecard.sql. Counts and sums come from
+-- state_rollup, the latency quantiles from state_latency (served latencies as
+-- doubles per upstream number), sessions_pinned from state_sessions
+-- (attempt_upstreams: the distinct identities of a session's served attempts).
+CREATE OR REPLACE VIEW upstream_scorecard AS
+WITH card AS (
+    SELECT
+        requested_model,
+        coalesce(upstream, provider) AS upstream,
+        CAST(sum(rows) AS BIGINT) AS attempts,
+        CAST(coalesce(sum(rows) FILTER (WHERE status = 'error'), 0) AS BIGINT) AS errors,
+        CAST(coalesce(sum(rows) FILTER (WHERE served), 0) AS BIGINT) AS served_attempts,
+        CAST(coalesce(sum(latency_rows) FILTER (WHERE served), 0) AS BIGINT) AS latency_samples,
+        sum(input_tokens) FILTER (WHERE served) AS served_input_tokens,
+        sum(cache_read_tokens) FILTER (WHERE served) AS served_cache_read_tokens,
+        sum(cost_usd) AS cost_usd,
+        sum(costed_input_tokens) AS costed_input_tokens
+    FROM (
+        SELECT *, status = 'ok' AND NOT response_cache_hit AS served
+        FROM state_rollup
+        WHERE is_attempt
+    )
+    GROUP BY requested_model, coalesce(upstream, provider)
+),
+quantiles AS (
+    SELECT
+        g.requested_model,
+        g.upstream,
+        q.p50_latency_ms,
+        q.p95_latency_ms
+    FROM (
+        SELECT
+            gid,
+            quantile_cont(latency_ms, 0.5) AS p50_latency_ms,
+            quantile_cont(latency_ms, 0.95) AS p95_latency_ms
+        FROM state_latency
+        GROUP BY gid
+    ) AS q
+    JOIN state_upstreams AS g USING (gid)
+),
+pinned AS (
+    SELECT requested_model, attempt_upstreams[1] AS upstream, count(*) AS sessions_pinned
+    FROM state_sessions
+    WHERE len(attempt_upstreams) = 1
+    GROUP BY requested_model, attempt_upstreams[1]
+)
+SELECT
+    c.requested_model,
+    c.upstream,
+    c.attempts,
+    c.errors,
+    CAST(c.errors AS DOUBLE) / c.attempts AS error_rate,
+    c.served_attempts,
+    c.latency_samples,
+    q.p50_latency_ms,
+    q.p95_latency_ms,
+    CAST(c.served_cache_read_tokens AS DOUBLE) / nullif(c.served_input_tokens, 0)
+        AS token_hit_rate,
+    c.cost_usd,
+    CAST(c.cost_usd AS DOUBLE) * 1e6 / nullif(c.costed_input_tokens, 0) AS cost_per_mtok_input,
+    coalesce(p.sessions_pinned, 0) AS sessions_pinned
+FROM card AS c
+LEFT JOIN quantiles AS q USING (requested_model, upstream)
+LEFT JOIN pinned AS p USING (requested_model, upstream);
