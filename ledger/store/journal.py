@@ -77,6 +77,13 @@ class Segment:
     def fits(self, line: bytes) -> bool:
         return self.size + len(line) <= self.capacity
 
+    def forget(self) -> None:
+        """Close our copy of the file in a forked child: the parent keeps its lock and file."""
+        if self.mapping is not None:
+            self.mapping.close()
+            self.mapping = None
+        os.close(self.fd)
+
     def release(self, *, delete: bool) -> None:
         """Unlock and close; delete first when every event in it is committed.
 

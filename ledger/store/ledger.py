@@ -24,6 +24,7 @@ from sqlalchemy.engine import URL
 from ledger.events import UsageEvent, to_row
 from ledger.store import journal
 from ledger.store.engine import database_url, make_engine, sqlite_path
+from ledger.store.journal import JournalError
 from ledger.store.migrate import check_schema
 from ledger.store.writer import Pending, Writer, WriterSettings
 
@@ -77,22 +78,44 @@ class Ledger:
         self._engine = engine or make_engine(self.url)
         self._segment_bytes = segment_bytes
         self._segment = journal.open_segment(self.journal_dir, segment_bytes)
+        self._journal_failing = False
         self._pending = Pending(max_pending_rows)
         self._pending.seal_live = self._seal_live
         self._recorded = 0
         self._closed = False
-        settings = WriterSettings(batch_size=batch_size, flush_interval_s=flush_interval_s)
+        self._settings = WriterSettings(batch_size=batch_size, flush_interval_s=flush_interval_s)
         self._batch_size = batch_size
-        self._writer = Writer(self._engine, self.journal_dir, self._pending, settings)
+        self._writer = Writer(self._engine, self.journal_dir, self._pending, self._settings)
         self._writer.start()
         _live.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child gets a segment, a queue and a writer of its own.
+
+        What it inherited belongs to the parent: the child must neither write
+        into the parent's segment nor delete it, nor reuse its database
+        connections, and the writer thread did not survive the fork.
+        """
+        inherited = [self._segment, *(segment for _, segment in self._pending.seals)]
+        for segment in inherited:
+            segment.forget()
+        self._engine.dispose(close=False)
+        self._pending = Pending(self._pending.max_rows)
+        self._pending.seal_live = self._seal_live
+        self._recorded = 0
+        self._journal_failing = False
+        self._segment = journal.open_segment(self.journal_dir, self._segment_bytes)
+        self._writer = Writer(self._engine, self.journal_dir, self._pending, self._settings)
+        self._writer.start()
 
     def record(self, event: UsageEvent) -> str:
         """Keep ``event`` and return its ``event_id``; it reaches the database shortly.
 
         Raises ``ValueError`` (naming the field) if the event is invalid, and
-        ``RuntimeError`` after :meth:`close`. Nothing else: database trouble is
-        the writer's to handle.
+        ``RuntimeError`` after :meth:`close`. Database trouble is the writer's
+        to handle. If the journal's disk refuses writes, events are held in
+        memory (with one warning) up to ``max_pending_rows``; past that,
+        :class:`~ledger.store.journal.JournalError` says the event cannot be kept.
         """
         row = to_row(event)
         line = journal.encode_row(row)
@@ -100,26 +123,45 @@ class Ledger:
         with pending.lock:
             if self._closed:
                 raise RuntimeError("this Ledger is closed")
-            segment = self._segment
-            if not segment.fits(line):
-                segment = self._rotate(len(line))
-            journal.append(segment, line)
-            self._recorded += 1
-            pending.count += 1
-            backlog = len(pending.rows)
-            if backlog < pending.max_rows:
+            if not self._journal(line):
+                if len(pending.unjournaled) >= pending.max_rows:
+                    raise JournalError(
+                        f"the journal {self.journal_dir} cannot be written and "
+                        f"{len(pending.unjournaled)} events already wait in memory"
+                    )
+                pending.unjournaled.append(row)
+            elif len(pending.rows) < pending.max_rows:
                 pending.rows.append(row)
             elif not pending.spilled:
                 pending.spilled = True
                 log.warning(
                     "ledger: %d events are waiting for the database; new ones are kept in "
                     "the journal %s only until it catches up",
-                    backlog,
+                    len(pending.rows),
                     self.journal_dir,
                 )
+            self._recorded += 1
+            pending.count += 1
+            backlog = len(pending.rows) + len(pending.unjournaled)
         if backlog >= self._batch_size:
             self._writer.wake()
         return event.event_id
+
+    def _journal(self, line: bytes) -> bool:
+        """Append to the live segment (sealing it when full); False if the disk refuses."""
+        try:
+            if not self._segment.fits(line):
+                self._rotate(len(line))
+        except JournalError as exc:
+            if not self._journal_failing:
+                self._journal_failing = True
+                log.warning(
+                    "ledger: %s; events are held in memory only until it can be written", exc
+                )
+            return False
+        self._journal_failing = False
+        journal.append(self._segment, line)
+        return True
 
     def _rotate(self, line_bytes: int = 0) -> journal.Segment:
         """Seal the live segment and open the next (called under the pending lock)."""
@@ -199,6 +241,17 @@ def default_ledger() -> Ledger:
         if _default is None or _default._closed:
             _default = Ledger()
         return _default
+
+
+def _after_fork_in_child() -> None:
+    global _default_lock
+    _default_lock = threading.Lock()  # another thread may have held it at the fork
+    for ledger in list(_live):
+        if not ledger._closed:
+            ledger._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

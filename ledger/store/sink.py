@@ -41,11 +41,17 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-def transient_errors(engine: Engine) -> tuple[type[BaseException], ...]:
-    """DBAPI errors a retry can fix (PEP 249: the database or link, not the data)."""
+def rejection_errors(engine: Engine) -> tuple[type[BaseException], ...]:
+    """DBAPI errors that blame the rows themselves (PEP 249 ``IntegrityError``, ``DataError``).
+
+    Only these move rows to a dead-letter file. Everything else (the server is
+    down, read-only after a failover, a grant or the table is missing) is an
+    outage that a retry, a restore or ``ledger db upgrade`` fixes: the rows
+    wait in the journal.
+    """
     dbapi = engine.dialect.dbapi
     assert dbapi is not None
-    return (dbapi.OperationalError, dbapi.InterfaceError)
+    return (dbapi.IntegrityError, dbapi.DataError)
 
 
 class SQLiteSink:

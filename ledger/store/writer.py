@@ -41,7 +41,7 @@ from ledger.errors import DatabaseError
 from ledger.store import journal
 from ledger.store.engine import display_url
 from ledger.store.migrate import check_schema
-from ledger.store.sink import Row, Sink, make_sink, transient_errors
+from ledger.store.sink import Row, Sink, make_sink, rejection_errors
 
 log = logging.getLogger("ledger")
 
@@ -57,6 +57,8 @@ class Taken:
     count: int
     #: Some events are only on disk: read ``seals`` back instead of ``rows``.
     spilled: bool = False
+    #: Events the journal could not take (a full disk): only here, in memory.
+    unjournaled: list[Row] = field(default_factory=list)
 
 
 class Pending:
@@ -70,6 +72,7 @@ class Pending:
         self.max_rows = max_rows
         self.rows: list[Row] = []
         self.seals: list[tuple[int, journal.Segment]] = []
+        self.unjournaled: list[Row] = []
         self.count = 0
         self.spilled = False
         #: Called under ``lock`` to seal the live segment before a spilled hand-over.
@@ -78,10 +81,24 @@ class Pending:
     def take(self) -> Taken:
         with self.lock:
             if self.spilled and self.seal_live is not None:
-                self.seal_live()  # every spilled event is now in a sealed segment
-            taken = Taken(self.rows, self.seals, self.count, self.spilled)
+                try:
+                    self.seal_live()  # every spilled event is now in a sealed segment
+                except journal.JournalError:
+                    return self._take_memory_only()
+            taken = Taken(self.rows, self.seals, self.count, self.spilled, self.unjournaled)
             self.rows, self.seals, self.count, self.spilled = [], [], 0, False
+            self.unjournaled = []
         return taken
+
+    def _take_memory_only(self) -> Taken:
+        # Sealing failed (a full disk): hand over the rows held in memory and
+        # keep the seals and the spill for a later hand-over, which reads every
+        # sealed segment back (rows written twice are skipped by the database).
+        rows, self.rows = self.rows, []
+        unjournaled, self.unjournaled = self.unjournaled, []
+        count = len(rows) + len(unjournaled)
+        self.count -= count
+        return Taken(rows, [], count, unjournaled=unjournaled)
 
 
 @dataclass(slots=True)
@@ -113,7 +130,7 @@ class Writer:
         self._pending = pending
         self._settings = settings
         self._sink: Sink = make_sink(engine)
-        self._transient = transient_errors(engine)
+        self._rejected = rejection_errors(engine)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.progress = _Progress()
@@ -150,6 +167,17 @@ class Writer:
     # -- the thread ------------------------------------------------------------------
 
     def _run(self) -> None:
+        # The writer must outlive any bug of its own: a dead writer would
+        # silently stop the ledger for the rest of the process.
+        while not self._stop.is_set():
+            try:
+                self._loop()
+                return
+            except Exception:
+                log.exception("ledger: the writer hit an unexpected error; restarting it")
+                self._stop.wait(self._settings.backoff_max_s)
+
+    def _loop(self) -> None:
         self._replay_orphans()
         while True:
             self._wake.wait(self._settings.flush_interval_s)
@@ -162,6 +190,8 @@ class Writer:
 
     def _write_all(self, taken: Taken) -> bool:
         """Write a hand-over in batches; delete each sealed segment once its rows are in."""
+        if taken.unjournaled and not self._commit(taken.unjournaled):
+            return False
         if taken.spilled:
             return self._write_from_disk(taken)
         rows, seals = taken.rows, taken.seals
@@ -186,7 +216,7 @@ class Writer:
                 if not self._write(rows[start : start + size]):
                     return False
             segment.release(delete=True)
-        self._advance(taken.count)
+        self._advance(taken.count - len(taken.unjournaled))
         return True
 
     def _commit(self, batch: list[Row]) -> bool:
@@ -238,14 +268,14 @@ class Writer:
                     check_schema(self._engine)
                     self._schema_ok = True
                 self._sink.insert(rows)
-            except self._transient as exc:
-                self._outage(f"cannot write to {display_url(self._engine.url)}: {exc}")
+            except self._rejected as exc:
+                if self._reject(rows, exc):
+                    self._recovered()
+                    return True
             except DatabaseError as exc:  # unreachable, or the schema is out of date
                 self._outage(str(exc))
             except Exception as exc:
-                self._reject(rows, exc)
-                self._recovered()
-                return True
+                self._outage(f"cannot write to {display_url(self._engine.url)}: {exc}")
             else:
                 self._recovered()
                 return True
@@ -273,20 +303,26 @@ class Writer:
             )
             self._failing_since = None
 
-    def _reject(self, rows: Sequence[Row], exc: Exception) -> None:
-        """Find the rows the database refuses, one by one, and move them aside."""
+    def _reject(self, rows: Sequence[Row], exc: BaseException) -> bool:
+        """Find the rows the database refuses, one by one, and move them aside.
+
+        False when something else failed meanwhile (an outage): the caller
+        retries the whole batch, and rows already written are skipped then.
+        """
         refused: list[str] = []
         reasons: set[str] = set()
         for row in rows:
             try:
                 self._sink.insert([row])
-            except self._transient:
-                raise
-            except Exception as row_exc:
+            except self._rejected as row_exc:
                 refused.append(journal.encode_row(row).decode("utf-8"))
                 reasons.add(f"{type(row_exc).__name__}: {row_exc}".splitlines()[0])
+            except Exception as outage:
+                self._outage(f"cannot write to {display_url(self._engine.url)}: {outage}")
+                return False
         if refused:
             self._dead_letter(refused, "; ".join(sorted(reasons)) or str(exc))
+        return True
 
     def _dead_letter(self, lines: Sequence[str], reason: str) -> None:
         path = journal.dead_letter(self._directory, lines, reason)

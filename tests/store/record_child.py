@@ -1,7 +1,7 @@
 """Child process for the durability tests: records numbered events as fast as it can.
 
-Usage: python record_child.py URL JOURNAL_DIR COUNT PROGRESS_FILE [BATCH]
-Event i has event_id uuid5(NAMESPACE, str(i)). After record() returns for
+Usage: python record_child.py URL JOURNAL_DIR COUNT PROGRESS_FILE [BATCH [FIRST]]
+Event i has event_id uuid5(NAMESPACE, str(FIRST + i)). After record() returns for
 event i, i+1 is stored in the 8-byte PROGRESS_FILE: what the parent may rely on.
 """
 
@@ -33,6 +33,7 @@ def main() -> None:
         sys.argv[4],
     )
     batch = int(sys.argv[5]) if len(sys.argv) > 5 else 5000
+    first = int(sys.argv[6]) if len(sys.argv) > 6 else 0
     with open(progress, "r+b") as f:
         done = mmap.mmap(f.fileno(), 8)
     led = Ledger(url, journal_dir=journal_dir, batch_size=batch, flush_interval_s=0.01)
@@ -40,7 +41,7 @@ def main() -> None:
     for i in range(count):
         led.record(
             UsageEvent(
-                event_id=event_id(i),
+                event_id=event_id(first + i),
                 started_at=start + dt.timedelta(milliseconds=i),
                 requested_provider="openrouter",
                 requested_model="deepseek/deepseek-chat",

@@ -114,7 +114,10 @@ def test_postgres_outage_loses_nothing_and_warns_once(
     real = make_url(pg_url)
     proxy = TcpProxy((real.host or "127.0.0.1", real.port or 5432))
     proxy.start()
-    via_proxy = real.set(port=proxy.port).render_as_string(hide_password=False)
+    # Trust auth ignores the password: it is here to prove logs never show it.
+    via_proxy = real.set(port=proxy.port, password="s3cr3t-pw").render_as_string(
+        hide_password=False
+    )
     recorded: list[str] = []
     with caplog.at_level(logging.WARNING, logger="ledger"):
         led = Ledger(via_proxy, journal_dir=tmp_path / "j", batch_size=100, flush_interval_s=0.02)
@@ -134,7 +137,7 @@ def test_postgres_outage_loses_nothing_and_warns_once(
     assert sorted(stored_ids(pg_url)) == sorted(recorded)
     outage_warnings = [r for r in caplog.records if "retried with backoff" in r.getMessage()]
     assert len(outage_warnings) == 1, [r.getMessage() for r in caplog.records]
-    assert "password" not in caplog.text
+    assert "s3cr3t-pw" not in caplog.text
 
 
 @pytest.fixture
@@ -244,6 +247,7 @@ def test_two_processes_record_into_one_sqlite_file(sqlite_url: str, tmp_path: Pa
                     str(n),
                     str(progress),
                     "200",
+                    str(k * n),  # distinct ids: a child losing its rows cannot hide
                 ],
                 env={**os.environ, "PYTHONPATH": str(CHILD.parents[2])},
                 stderr=subprocess.PIPE,
@@ -255,8 +259,8 @@ def test_two_processes_record_into_one_sqlite_file(sqlite_url: str, tmp_path: Pa
         assert code == 0, err
         assert "locked" not in err, err
     ids = stored_ids(sqlite_url)
-    # Both children number their events 0..n-1: the same ids, stored once each.
-    assert len(ids) == n and set(ids) == {event_id(i) for i in range(n)}
+    assert len(ids) == 2 * n and set(ids) == {event_id(i) for i in range(2 * n)}
+    assert not list(tmp_path.glob("j*/dead-letter-*")), "no event may be refused"
 
 
 def test_record_returns_the_event_id_and_rejects_after_close(
@@ -292,3 +296,69 @@ def test_memory_stays_bounded_through_an_outage_and_nothing_is_lost(
     assert "kept in the journal" in caplog.text
     assert sorted(stored_ids(sqlite_url)) == sorted(recorded)
     assert segments(tmp_path / "j") == []
+
+
+def test_a_forked_child_records_into_its_own_journal(sqlite_url: str, tmp_path: Path) -> None:
+    journal_dir = tmp_path / "j"
+    led = Ledger(sqlite_url, journal_dir=journal_dir, flush_interval_s=0.01)
+    parent_before = [led.record(usage(actor_id="parent")) for _ in range(100)]
+    child_ids = [str(uuid.uuid4()) for _ in range(200)]
+    pid = os.fork()
+    if pid == 0:  # the child: record, flush, and report through the exit status
+        ok = False
+        try:
+            for eid in child_ids:
+                led.record(usage(event_id=eid, actor_id="child"))
+            ok = led.flush(timeout=20)
+            led.close()
+        finally:
+            os._exit(0 if ok else 1)
+    parent_after = [led.record(usage(actor_id="parent")) for _ in range(100)]
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child's flush did not complete"
+    assert led.flush(timeout=20)
+    led.close()
+    assert sorted(stored_ids(sqlite_url)) == sorted(parent_before + child_ids + parent_after)
+    assert segments(journal_dir) == []
+
+
+def test_a_table_dropped_at_runtime_is_an_outage_not_a_dead_letter(
+    ledger_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = make_engine(ledger_url)
+    with caplog.at_level(logging.WARNING, logger="ledger"):
+        led = Ledger(ledger_url, journal_dir=tmp_path / "j", flush_interval_s=0.01)
+        first = [led.record(usage()) for _ in range(10)]
+        assert led.flush()
+        downgrade(engine, "base")  # someone drops the table under a running writer
+        later = [led.record(usage()) for _ in range(10)]
+        assert not led.flush(timeout=0.5)
+        upgrade(engine)
+        assert led.flush(timeout=20)
+        led.close()
+    engine.dispose()
+    assert sorted(stored_ids(ledger_url)) == sorted(later)  # the drop took `first` with it
+    assert first and not list((tmp_path / "j").glob("dead-letter-*"))
+    assert "no such table" in caplog.text or "does not exist" in caplog.text
+
+
+def test_a_full_disk_keeps_events_in_memory_and_warns_once(
+    sqlite_url: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    led = Ledger(sqlite_url, journal_dir=tmp_path / "j", segment_bytes=8_192)
+
+    def no_space(fd: int, offset: int, length: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", no_space)  # every new segment now fails
+    with caplog.at_level(logging.WARNING, logger="ledger"):
+        recorded = [led.record(usage()) for _ in range(500)]
+        assert led.flush(timeout=20)
+    monkeypatch.undo()
+    led.close()
+    assert sorted(stored_ids(sqlite_url)) == sorted(recorded)
+    warnings = [r for r in caplog.records if "held in memory" in r.getMessage()]
+    assert len(warnings) == 1 and "No space left" in warnings[0].getMessage()
