@@ -15,13 +15,41 @@ it instead of calling the provider again: if it succeeds they all get its
 answer (a cache hit for each of them), if it fails they all get its exception
 and nothing is stored. If the answer is not final (a paused turn) it is not
 shared: each waiter computes its own, since a draft for one session must not
-reach another. Threads and coroutines have separate flights (a thread cannot
-await a task); within each, one computation per key at a time.
+reach another. The computation of a coroutine caller runs as its own task, so
+cancelling any caller (the first one included) never cancels it for the others.
+
+How it holds with a slow shared store: a caller takes one lock, looks in the
+local table and, on a miss, joins the key's flight or registers a new one with
+itself as leader, all before anything slow happens. Only the leader then asks
+the shared store (a Redis round trip) and, on a miss there, computes. It stores
+the answer locally, wakes its waiters, writes the shared store, and only then
+releases the flight; a caller arriving at any moment therefore finds either the
+answer or the flight, never a gap in which to start a second computation.
+
+Threads and coroutines share one table: a thread can wait for a coroutine's
+computation and a coroutine for a thread's (or another event loop's), woken
+through ``call_soon_threadsafe``. One exception keeps a blocking call from
+deadlocking: a *synchronous* call made on the very event loop that is
+computing the key cannot wait for it (the loop could never finish), so it
+computes its own answer.
+
+**What it does not guarantee across instances.** There is no cross-instance
+single flight: the flight table belongs to one ``ResponseCache`` in one
+process. The shared store makes every request that arrives after the first
+answer is written a hit on every instance, but identical requests that reach
+several instances while the answer is being computed make one provider call
+per instance (one per instance per key at a time, never more). A distributed
+lock in Redis would close that gap at the price of a lock round trip and a
+lease to expire on every miss, and a leader that dies holding it; not done here.
+If a leader is interrupted without an answer or an ``Exception`` (a
+``KeyboardInterrupt``, its task cancelled with its loop), its waiters do not
+hang: each computes its own answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import pickle
@@ -137,18 +165,47 @@ class _Store:
         self.bytes += entry.size
         return True
 
+    def discard(self, key: str, entry: _Entry) -> None:
+        """Drop ``key`` if it still holds ``entry`` (another writer may have replaced it)."""
+        if self.entries.get(key) is entry:
+            self._drop(key)
+
     def _drop(self, key: str) -> None:
         self.bytes -= self.entries.pop(key).size
 
 
 class _Flight:
-    __slots__ = ("done", "error", "shared", "value")
+    """One computation of one key, joined by every identical caller until released."""
+
+    __slots__ = ("computed", "done", "error", "loop", "shared", "task", "value", "waiters")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.value: Any = None
         self.error: Exception | None = None
-        self.shared = False
+        self.shared = False  # the value may be served to the waiters
+        self.computed = False  # the provider was called (else the shared store answered)
+        self.loop: asyncio.AbstractEventLoop | None = None  # computing it; None: a thread
+        # The loop holds tasks weakly; this reference keeps the computation alive.
+        self.task: asyncio.Task[None] | None = None
+        self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+
+# What _claim found: (a local hit, None, False), or (_MISS, the flight, whether we lead
+# it). A plain tuple: a NamedTuple's construction alone would add ~10% to a hit.
+_Claim = tuple[object, _Flight | None, bool]
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():  # a cancelled waiter's future is already done
+        future.set_result(None)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 _MISS: Final = object()
@@ -179,8 +236,7 @@ class ResponseCache(Generic[V]):
         self._clock = clock
         self._store = _Store(max_entries, max_bytes)
         self._lock = threading.Lock()
-        self._flights: dict[str, _Flight] = {}
-        self._tasks: dict[tuple[int, str], asyncio.Task[tuple[V, bool]]] = {}
+        self._flights: dict[str, _Flight] = {}  # threads and coroutines alike; under _lock
 
     def __len__(self) -> int:
         return len(self._store.entries)
@@ -269,40 +325,18 @@ class ResponseCache(Generic[V]):
         """
         if bypass:
             return Served(compute(), False)
-        cached = self.get(key)
-        if cached is not None:
-            return Served(cached, True)
-        with self._lock:
-            flight = self._flights.get(key)
-            leader = flight is None
-            if flight is None:
-                flight = self._flights[key] = _Flight()
-        if not leader:
-            return self._follow(flight, compute)
-        return self._lead(key, flight, compute)
-
-    def _follow(self, flight: _Flight, compute: Callable[[], V]) -> Served[V]:
-        flight.done.wait()
-        if flight.error is not None:
-            raise flight.error
-        if flight.shared:
-            return Served(cast(V, flight.value), True)
+        value, flight, leader = self._claim(key)
+        if flight is None:
+            return Served(cast(V, value), True)
+        if leader:
+            return self._lead(key, flight, compute)
+        if flight.loop is None or flight.loop is not _running_loop():
+            flight.done.wait()
+            served = self._outcome(flight)
+            if served is not None:
+                return served
+        # Not shareable, or computed by the loop this call blocks: it cannot wait.
         return Served(compute(), False)
-
-    def _lead(self, key: str, flight: _Flight, compute: Callable[[], V]) -> Served[V]:
-        try:
-            value = compute()
-            flight.value, flight.shared = value, self._put_local(key, value)
-        except Exception as exc:
-            flight.error = exc
-            raise
-        finally:
-            with self._lock:
-                del self._flights[key]
-            flight.done.set()
-        if flight.shared and self.shared is not None and (data := self._encode(value)):
-            self.shared.set(key, data, self.ttl_s)
-        return Served(value, False)
 
     async def aget_or_compute(
         self, key: str, compute: Callable[[], Awaitable[V]], *, bypass: bool = False
@@ -311,28 +345,125 @@ class ResponseCache(Generic[V]):
         task, so a waiter that is cancelled never cancels it for the others."""
         if bypass:
             return Served(await compute(), False)
-        cached = await self.aget(key)
-        if cached is not None:
-            return Served(cached, True)
-        slot = (id(asyncio.get_running_loop()), key)
-        task = self._tasks.get(slot)
-        leader = task is None
-        if task is None:
-            task = self._tasks[slot] = asyncio.ensure_future(self._alead(slot, compute))
-        value, shared = await asyncio.shield(task)
+        value, flight, leader = self._claim(key)
+        if flight is None:
+            return Served(cast(V, value), True)
+        # Looked up after the hit path, which does not need it. Setting the leader's
+        # loop here is in time: only a caller on this thread checks it, and none can
+        # run before this coroutine's next await.
+        loop = asyncio.get_running_loop()
         if leader:
-            if shared and self.shared is not None and (data := self._encode(value)):
-                await self.shared.aset(key, data, self.ttl_s)
-            return Served(value, False)
-        if shared:
-            return Served(value, True)
-        return Served(await compute(), False)
+            flight.loop = loop
+            task = flight.task = loop.create_task(self._alead(key, flight, compute))
+            await asyncio.shield(task)
+            if flight.error is not None:
+                raise flight.error
+            return Served(cast(V, flight.value), not flight.computed)
+        await self._wait(flight, loop)
+        served = self._outcome(flight)
+        return served if served is not None else Served(await compute(), False)
 
-    async def _alead(
-        self, slot: tuple[int, str], compute: Callable[[], Awaitable[V]]
-    ) -> tuple[V, bool]:
+    def _claim(self, key: str) -> _Claim:
+        """A local hit, else the key's flight: joined, or registered with us leading.
+
+        One lock covers the table lookup and the registration, and a leader stores
+        its answer before releasing its flight, so no caller can slip between the
+        two and start a second computation (the module docstring has the sequence).
+        """
+        while True:
+            with self._lock:
+                entry = self._store.get(key, self._clock())
+                if entry is None:
+                    flight = self._flights.get(key)
+                    if flight is not None:
+                        return _MISS, flight, False
+                    flight = self._flights[key] = _Flight()
+                    return _MISS, flight, True
+            # The check runs outside the lock: ``cacheable`` is the caller's code.
+            if self._cacheable(entry.value):
+                return entry.value, None, False
+            with self._lock:  # refused on read: never serve it, and stop finding it
+                self._store.discard(key, entry)
+
+    def _lead(self, key: str, flight: _Flight, compute: Callable[[], V]) -> Served[V]:
         try:
-            value = await compute()
-            return value, self._put_local(slot[1], value)
+            try:
+                data = self.shared.get(key) if self.shared is not None else None
+                value = self._from_shared(key, data)
+                if value is _MISS:
+                    value, flight.computed = compute(), True
+                shared = not flight.computed or self._put_local(key, cast(V, value))
+            except Exception as exc:
+                self._land(flight, error=exc)
+                raise
+            self._land(flight, value, shared)
+            if self.shared is not None and (data := self._for_shared(flight)):
+                self.shared.set(key, data, self.ttl_s)
         finally:
-            del self._tasks[slot]
+            self._release(key, flight)
+        return Served(cast(V, value), not flight.computed)
+
+    async def _alead(self, key: str, flight: _Flight, compute: Callable[[], Awaitable[V]]) -> None:
+        """The leader's work as a task. It reports failures through the flight, not
+        by raising: a task whose callers were all cancelled must not log an error."""
+        try:
+            try:
+                data = await self.shared.aget(key) if self.shared is not None else None
+                value = self._from_shared(key, data)
+                if value is _MISS:
+                    value = await compute()
+                    flight.computed = True
+                shared = not flight.computed or self._put_local(key, cast(V, value))
+            except Exception as exc:
+                self._land(flight, error=exc)
+                return
+            self._land(flight, value, shared)
+            if self.shared is not None and (data := self._for_shared(flight)):
+                await self.shared.aset(key, data, self.ttl_s)
+        finally:
+            self._release(key, flight)
+
+    def _land(
+        self,
+        flight: _Flight,
+        value: object = None,
+        shared: bool = False,
+        error: Exception | None = None,
+    ) -> None:
+        """Publish the flight's outcome and wake every waiter, thread or coroutine."""
+        flight.value, flight.shared, flight.error = value, shared, error
+        with self._lock:  # a coroutine registers under this lock, so none is missed
+            waiters, flight.waiters = flight.waiters, []
+            flight.done.set()
+        for loop, future in waiters:
+            with contextlib.suppress(RuntimeError):  # its loop has closed: no one to wake
+                loop.call_soon_threadsafe(_wake, future)
+
+    def _for_shared(self, flight: _Flight) -> bytes | None:
+        """The bytes to write to the shared store: only a fresh, final answer."""
+        return self._encode(flight.value) if flight.computed and flight.shared else None
+
+    def _release(self, key: str, flight: _Flight) -> None:
+        """Unregister the flight, after landing it with nothing to share if the leader
+        was interrupted (KeyboardInterrupt, a cancelled task): its waiters then compute
+        their own answers instead of waiting forever."""
+        if not flight.done.is_set():
+            self._land(flight)
+        with self._lock:
+            if self._flights.get(key) is flight:
+                del self._flights[key]
+
+    async def _wait(self, flight: _Flight, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            if flight.done.is_set():
+                return
+            future: asyncio.Future[None] = loop.create_future()
+            flight.waiters.append((loop, future))
+        await future
+
+    @staticmethod
+    def _outcome(flight: _Flight) -> Served[V] | None:
+        """A landed flight's answer for a waiter; None if it is not for sharing."""
+        if flight.error is not None:
+            raise flight.error
+        return Served(cast(V, flight.value), True) if flight.shared else None

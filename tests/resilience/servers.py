@@ -1,5 +1,5 @@
 """Loopback helpers: a real uvicorn server in a thread, and a TCP relay to Redis
-that can be cut to make Redis "go away" mid-run."""
+that can be cut to make Redis "go away" mid-run, or slowed to make it far away."""
 
 from __future__ import annotations
 
@@ -57,10 +57,13 @@ class LoopbackServer:
 class TcpRelay:
     """Forwards 127.0.0.1:<port> to ``target``. :meth:`cut` closes the port and every
     relayed connection (clients then see resets and refused connects);
-    :meth:`restore` listens on the same port again."""
+    :meth:`restore` listens on the same port again. ``delay_s`` holds every chunk
+    that long before passing it on, each way: a round trip through the relay costs
+    ``2 * delay_s`` more, like a Redis in another zone."""
 
-    def __init__(self, target: tuple[str, int]) -> None:
+    def __init__(self, target: tuple[str, int], *, delay_s: float = 0.0) -> None:
         self.target = target
+        self.delay_s = delay_s
         probe = socket.create_server(("127.0.0.1", 0))
         self.port = probe.getsockname()[1]
         probe.close()
@@ -103,10 +106,11 @@ class TcpRelay:
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
+                if self.delay_s:
+                    time.sleep(self.delay_s)
                 dst.sendall(data)
         except OSError:
             pass
