@@ -10,7 +10,7 @@
         client.chat.completions.create(model="gpt-4o-mini", messages=[...])
     ledger.uninstrument(claude)
 
-Each HTTP attempt to a recognised endpoint (chat completions, Anthropic
+Each HTTP attempt to a recognised endpoint (chat completions, the Responses API, Anthropic
 messages; see :mod:`ledger.instrument.recognise`) becomes one row; the SDK's own
 retries are attempts 2, 3… of the same ``call_id``. Everything else passes
 through untouched, and nothing here ever changes what the SDK receives.

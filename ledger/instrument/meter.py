@@ -49,9 +49,10 @@ from ledger.errors import (
 )
 from ledger.events import UsageEvent, new_id
 from ledger.instrument.context import Context
-from ledger.instrument.recognise import Recogniser, Route, refine
+from ledger.instrument.recognise import Endpoint, Recogniser, Route, refine
 from ledger.providers import Provider, make_provider
 from ledger.providers.base import ChatRequest, Parsed, StreamParser
+from ledger.providers.openai_compat import OpenAIStyleProvider
 from ledger.session_key import DEFAULT_PREFIX, session_key
 
 log = logging.getLogger("ledger.instrument")
@@ -171,7 +172,10 @@ class Meter:
         route = refine(route, data)
         provider = self.provider(route.provider, route.base_url)
         model = clean(_text(data.get("model")) or route.deployment, "requested_model") or "unknown"
-        replaced, sent_key = self._session_key(provider, data, ctx)
+        # The sticky key is added to chat requests only: OpenRouter documents ``session_id``
+        # for chat completions, and an unknown field could make a Responses call fail.
+        inject = route.endpoint == "chat"
+        replaced, sent_key = self._session_key(provider, data, ctx, inject=inject)
         call_id, attempt = _filing((route.provider, url, model), retry_count)
         caps = provider.capabilities
         routing = data.get("provider") if caps.provider_routing else None
@@ -194,17 +198,17 @@ class Meter:
             routing_sort=sort,
             routing_order=order,
         )
-        return Exchange(self, prep, timeouts), replaced
+        return Exchange(self, prep, timeouts, route.endpoint), replaced
 
     def _session_key(
-        self, provider: Provider, data: dict[str, Any], ctx: Context
+        self, provider: Provider, data: dict[str, Any], ctx: Context, *, inject: bool = True
     ) -> tuple[bytes | None, str | None]:
         if not provider.capabilities.sticky_session:
             return None, None
         sent = data.get("session_id")
         if isinstance(sent, str) and sent:
             return None, clean(sent, "session_key")
-        if not (self.sticky_key and ctx.session_id):
+        if not (inject and self.sticky_key and ctx.session_id):
             return None, None
         key = session_key(ctx.session_id, ctx.actor_id, prefix=self.session_prefix)
         provider.place_session_key(data, key)
@@ -257,6 +261,15 @@ def _ms(since: float) -> float:
     return (time.perf_counter() - since) * 1000.0
 
 
+def _parsers(
+    provider: Provider, endpoint: Endpoint
+) -> tuple[Callable[[bytes], Parsed], Callable[[], StreamParser]]:
+    """The provider's parsers for the endpoint's wire format (whole body, stream)."""
+    if endpoint == "responses" and isinstance(provider, OpenAIStyleProvider):
+        return provider.parse_responses, provider.responses_stream_parser
+    return provider.parse_response, provider.stream_parser
+
+
 class Exchange:
     """One HTTP attempt in flight: fed the response bytes, finished into one row.
 
@@ -265,11 +278,16 @@ class Exchange:
     """
 
     def __init__(
-        self, meter: Meter, prep: Prepared, timeouts: tuple[type[BaseException], ...]
+        self,
+        meter: Meter,
+        prep: Prepared,
+        timeouts: tuple[type[BaseException], ...],
+        endpoint: Endpoint = "chat",
     ) -> None:
         self.meter = meter
         self.prep = prep
         self.timeouts = timeouts
+        self._parse_body, self._new_stream_parser = _parsers(prep.target.provider, endpoint)
         self.t0 = time.perf_counter()
         prep.started_at = dt.datetime.now(dt.UTC)
         self.status: int | None = None
@@ -300,7 +318,7 @@ class Exchange:
         streamed = headers.get("content-type", "").startswith("text/event-stream")
         if streamed and 200 <= status < 300:
             try:
-                self.parser = self.provider.stream_parser()
+                self.parser = self._new_stream_parser()
             except Exception as exc:
                 self.readable = False
                 self.meter.complain(f"parser:{self.provider.name}", "stream parser failed", exc)
@@ -371,7 +389,7 @@ class Exchange:
             return None, cls(message, provider=provider.name)
         if not self.readable:
             return None, None
-        parsed = provider.parse_response(b"".join(self.body))
+        parsed = self._parse_body(b"".join(self.body))
         if parsed.error is not None:
             return parsed, in_band_failure(
                 provider, parsed.error, http_status=status, streamed=False, delivered=False

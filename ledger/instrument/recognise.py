@@ -7,6 +7,13 @@ beyond reading keys of an already-decoded JSON object. Recognised endpoints:
   whose API host it is (``api.openai.com``, ``openrouter.ai``, Groq, Mistral,
   DeepSeek, Azure), else OpenRouter when the path has OpenRouter's ``/api/v1/``
   layout or the body uses OpenRouter-only fields, else ``openai_compatible``.
+* ``POST …/responses``: OpenAI's Responses API, parsed by the same providers
+  (:mod:`ledger.providers.openai_responses`). Under a host or mapping that names
+  an OpenAI-family provider any ``…/responses`` path counts (Azure serves it at
+  ``/openai/v1/responses`` and ``/openai/responses``); elsewhere only
+  ``…/v1/responses`` does, as OpenRouter when the path has its ``/api/v1/``
+  layout, else ``openai_compatible``. ``/responses/{id}``, ``…/cancel``,
+  ``…/input_tokens`` and ``…/compact`` are not model calls we parse.
 * ``POST …/v1/messages``: Anthropic Messages, when the host is Anthropic's or
   the request carries ``anthropic-version`` (so OpenAI's
   ``/threads/{id}/messages`` is never mistaken for it).
@@ -28,10 +35,14 @@ from urllib.parse import urlsplit
 from ledger.errors import ProviderConfigurationError
 from ledger.providers import PROVIDERS
 
-Endpoint = Literal["chat", "messages"]
+Endpoint = Literal["chat", "responses", "messages"]
 
 _CHAT: Final = "/chat/completions"
 _MESSAGES: Final = "/v1/messages"
+_RESPONSES: Final = "/responses"
+_V1_RESPONSES: Final = "/v1/responses"
+#: Providers whose APIs are not the OpenAI family's, so have no Responses API to parse.
+_NOT_OPENAI_FAMILY: Final = frozenset({"anthropic", "gemini"})
 _AZURE_HOSTS: Final = (".openai.azure.com", ".cognitiveservices.azure.com")
 #: Request fields only OpenRouter defines (a proxy in front of it keeps them).
 _OPENROUTER_FIELDS: Final = ("provider", "models", "transforms", "plugins", "session_id")
@@ -100,6 +111,8 @@ class Recogniser:
         path = path.rstrip("/")
         if path.endswith(_CHAT):
             return self._chat(url, host, path)
+        if path.endswith(_RESPONSES):
+            return self._responses(url, host, path)
         # The anthropic-version header names the wire format even under a URL mapped
         # to another provider (one loopback or gateway serving both).
         if path.endswith(_MESSAGES) and (anthropic or self._named(url, host) == "anthropic"):
@@ -131,12 +144,25 @@ class Recogniser:
             return Route("openrouter", base, "chat", inferred=True)
         return Route("openai_compatible", base, "chat", inferred=True)
 
+    def _responses(self, url: str, host: str, path: str) -> Route | None:
+        named = self._named(url, host)
+        if named in _NOT_OPENAI_FAMILY:
+            return None
+        base = _base(url, path, _RESPONSES)
+        if named is not None:
+            return Route(named, base, "responses")
+        if not path.endswith(_V1_RESPONSES):
+            return None  # an unknown host's "/responses" may be anything
+        if "/api/v1/" in path + "/":
+            return Route("openrouter", base, "responses", inferred=True)
+        return Route("openai_compatible", base, "responses", inferred=True)
+
 
 def refine(route: Route, body: Mapping[str, Any]) -> Route:
     """An inferred OpenAI-compatible route whose body uses OpenRouter-only fields is OpenRouter."""
     guessed = route.inferred and route.provider == "openai_compatible"
     if guessed and any(key in body for key in _OPENROUTER_FIELDS):
-        return Route("openrouter", route.base_url, "chat", inferred=True)
+        return Route("openrouter", route.base_url, route.endpoint, inferred=True)
     return route
 
 

@@ -25,7 +25,7 @@ from ledger.providers.base import (
     Provider,
     Usage,
 )
-from ledger.providers.sse import SSEDecoder, SSEEvent
+from ledger.providers.sse import SSEDecoder
 
 API_VERSION: Final = "2023-06-01"
 DEFAULT_MAX_TOKENS: Final = 1024
@@ -136,13 +136,13 @@ class MessageStreamParser:
 
     def feed(self, data: bytes) -> list[str]:
         out: list[str] = []
-        for event in self._sse.feed(data):
-            self._event(event, out)
+        for name, text in self._sse.feed_pairs(data):
+            self._event(name, text, out)
         return out
 
     def finish(self) -> Parsed:
-        for event in self._sse.close():
-            self._event(event, [])
+        for name, text in self._sse.close_pairs():
+            self._event(name, text, [])
         usage = None if self._usage is None else normalise_usage(self._usage, self._problems)
         return Parsed(
             content="".join(self._parts),
@@ -154,11 +154,11 @@ class MessageStreamParser:
             problems=tuple(self._problems),
         )
 
-    def _event(self, event: SSEEvent, out: list[str]) -> None:
-        data = wire.loads(event.data)
+    def _event(self, name: str, text: str, out: list[str]) -> None:
+        data = wire.loads_text(text)
         if not isinstance(data, dict):
             self._problems.append("a stream event is not a JSON object")
-            if event.event == "error":
+            if name == "error":
                 self._error = InBandError(message="unreadable error event")
             return
         kind = data.get("type")
@@ -179,7 +179,7 @@ class MessageStreamParser:
                 self._usage = {}
             _merge_usage(self._usage, data.get("usage"))
             self._stop = wire.text(wire.obj(data.get("delta")).get("stop_reason")) or self._stop
-        elif kind == "error" or event.event == "error":
+        elif kind == "error" or name == "error":
             self._error = in_band_error(data) or InBandError(message="error event")
 
 

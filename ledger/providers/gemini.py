@@ -128,17 +128,17 @@ class GenerateStreamParser:
 
     def feed(self, data: bytes) -> list[str]:
         out: list[str] = []
-        for event in self._sse.feed(data):
-            self._event(event.data, out)
+        for _, text in self._sse.feed_pairs(data):
+            self._event(text, out)
         return out
 
     def finish(self) -> Parsed:
-        for event in self._sse.close():
-            self._event(event.data, [])
+        for _, text in self._sse.close_pairs():
+            self._event(text, [])
         return self._state.parsed("".join(self._parts))
 
     def _event(self, raw: str, out: list[str]) -> None:
-        data = wire.loads(raw)
+        data = wire.loads_text(raw)
         if not isinstance(data, dict):
             self._state.problems.append("a stream event is not a JSON object")
             return

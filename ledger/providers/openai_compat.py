@@ -16,12 +16,15 @@ One wire format with per-provider differences:
   ``provider``), accepts ``provider.sort``/``provider.order`` and pins a
   session to its upstream given ``session_id`` (ADR 0221).
 * Azure addresses a deployment in the URL and authenticates with ``api-key``.
+* The Responses API (``POST …/responses``) is the family's second wire format:
+  its parsers live in :mod:`ledger.providers.openai_responses` and every provider
+  here exposes them as ``parse_responses`` / ``responses_stream_parser``.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
 
 from ledger.errors import is_transient_code
@@ -36,7 +39,10 @@ from ledger.providers.base import (
     Provider,
     Usage,
 )
-from ledger.providers.sse import SSEDecoder, SSEEvent
+from ledger.providers.sse import SSEDecoder
+
+if TYPE_CHECKING:
+    from ledger.providers.openai_responses import ResponsesStreamParser
 
 
 def normalise_usage(raw: dict[str, Any], problems: list[str]) -> Usage:
@@ -86,9 +92,14 @@ def in_band_error(value: Any) -> InBandError | None:
 
 
 class _Accumulator:
-    """Fields shared by whole responses and streamed chunks."""
+    """Fields shared by whole responses and streamed chunks.
 
-    def __init__(self) -> None:
+    ``reads_upstream`` False skips looking for ``provider`` in every chunk of a
+    provider that never reports one (``parsed`` would drop it anyway).
+    """
+
+    def __init__(self, reads_upstream: bool = True) -> None:
+        self.reads_upstream = reads_upstream
         self.problems: list[str] = []
         self.model: str | None = None
         self.upstream: str | None = None
@@ -97,22 +108,34 @@ class _Accumulator:
         self.finish_reason: str | None = None
         self.error: InBandError | None = None
 
+    # absorb/absorb_choice run for every chunk of every stream: find_usage and the
+    # wire helpers are inlined here (same results) because the calls were the cost.
+
     def absorb(self, chunk: dict[str, Any]) -> None:
         # Every chunk of a stream repeats id/model/provider: read them until known.
         if self.generation_id is None:
             self.generation_id = wire.text(chunk.get("id"))
         if self.model is None:
             self.model = wire.text(chunk.get("model"))
-        if self.upstream is None:
+        if self.upstream is None and self.reads_upstream:
             self.upstream = wire.text(chunk.get("provider"))
-        if (usage := find_usage(chunk)) is not None:
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
             self.usage_raw = usage
+        elif "x_groq" in chunk:
+            groq = chunk["x_groq"]
+            usage = groq.get("usage") if isinstance(groq, dict) else None
+            if isinstance(usage, dict):
+                self.usage_raw = usage
         if "error" in chunk and (error := in_band_error(chunk["error"])) is not None:
             self.error = error
 
     def absorb_choice(self, choice: dict[str, Any]) -> None:
-        self.finish_reason = wire.text(choice.get("finish_reason")) or self.finish_reason
-        if (error := in_band_error(choice.get("error"))) is not None:
+        finish = choice.get("finish_reason")
+        if finish and isinstance(finish, str):
+            self.finish_reason = finish
+        raw_error = choice.get("error")
+        if raw_error is not None and (error := in_band_error(raw_error)) is not None:
             self.error = error
         elif self.finish_reason == "error" and self.error is None:
             self.error = InBandError(message="finish_reason error without details")
@@ -163,7 +186,7 @@ class ChatStreamParser:
 
     def __init__(self, *, reports_upstream: bool) -> None:
         self._sse = SSEDecoder()
-        self._acc = _Accumulator()
+        self._acc = _Accumulator(reports_upstream)
         self._parts: list[str] = []
         self._reports_upstream = reports_upstream
         self.done = False
@@ -174,33 +197,38 @@ class ChatStreamParser:
 
     def feed(self, data: bytes) -> list[str]:
         out: list[str] = []
-        for event in self._sse.feed(data):
-            self._event(event, out)
+        event = self._event
+        for name, text in self._sse.feed_pairs(data):
+            event(name, text, out)
         return out
 
     def finish(self) -> Parsed:
-        for event in self._sse.close():
-            self._event(event, [])
+        for name, text in self._sse.close_pairs():
+            self._event(name, text, [])
         content = "".join(self._parts)
         return self._acc.parsed(content, reports_upstream=self._reports_upstream)
 
-    def _event(self, event: SSEEvent, out: list[str]) -> None:
-        if event.data.strip() == "[DONE]":
+    def _event(self, name: str, data: str, out: list[str]) -> None:
+        # A chunk is a JSON object, so only data not starting with "{" can be "[DONE]".
+        if data[:1] != "{" and data.strip() == "[DONE]":
             self.done = True
             return
-        chunk = wire.loads(event.data)
+        acc = self._acc
+        chunk = wire.loads_text(data)
         if not isinstance(chunk, dict):
-            self._acc.problems.append("a stream event is not a JSON object")
-            if event.event == "error":
-                self._acc.error = InBandError(message="unreadable error event")
+            acc.problems.append("a stream event is not a JSON object")
+            if name == "error":
+                acc.error = InBandError(message="unreadable error event")
             return
-        self._acc.absorb(chunk)
-        if event.event == "error" and self._acc.error is None:
-            self._acc.error = in_band_error(chunk) or InBandError(message="error event")
+        acc.absorb(chunk)
+        if name == "error" and acc.error is None:
+            acc.error = in_band_error(chunk) or InBandError(message="error event")
         choices = chunk.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-            self._acc.absorb_choice(choices[0])
-            piece = wire.obj(choices[0].get("delta")).get("content")
+            choice = choices[0]
+            acc.absorb_choice(choice)
+            delta = choice.get("delta")
+            piece = delta.get("content") if isinstance(delta, dict) else None
             if isinstance(piece, str) and piece:
                 self._parts.append(piece)
                 out.append(piece)
@@ -268,6 +296,23 @@ class OpenAIStyleProvider(Provider):
 
     def stream_parser(self) -> ChatStreamParser:
         return ChatStreamParser(reports_upstream=self.capabilities.reports_upstream)
+
+    # The Responses API (``POST …/responses``), the family's second wire format. Separate
+    # methods rather than a sniffing ``parse_response``: the endpoint already says which
+    # format comes back, and a stream cannot be sniffed before its first event.
+    # (Imported here: openai_responses reuses this module's ``in_band_error``.)
+
+    def parse_responses(self, body: bytes) -> Parsed:
+        """Parse a whole Responses API body (``object: "response"``); never raises."""
+        from ledger.providers.openai_responses import parse_responses_body
+
+        return parse_responses_body(body, reports_upstream=self.capabilities.reports_upstream)
+
+    def responses_stream_parser(self) -> ResponsesStreamParser:
+        """A fresh incremental parser for one streamed Responses API call."""
+        from ledger.providers.openai_responses import ResponsesStreamParser
+
+        return ResponsesStreamParser(reports_upstream=self.capabilities.reports_upstream)
 
 
 class OpenAIProvider(OpenAIStyleProvider):

@@ -5,6 +5,14 @@ events as soon as their terminating blank line arrives. Comment lines (such as
 OpenRouter's ``: OPENROUTER PROCESSING`` keep-alives) are counted and dropped.
 :meth:`SSEDecoder.close` dispatches an event still pending at end of stream,
 because real streams (Anthropic's SDK fixture) end without the final blank line.
+
+It runs once per chunk of every metered stream, so it is written for speed: the
+complete lines of a chunk are decoded in one ``bytes.decode`` (the same text as
+decoding line by line: ``\\n`` is ASCII, so it never falls inside a UTF-8
+sequence and replacement characters land in the same places), the common
+``data:`` line takes a fast path, and the stream parsers read ``(event, data)``
+pairs from :meth:`SSEDecoder.feed_pairs` instead of building :class:`SSEEvent`
+objects they would take apart again.
 """
 
 from __future__ import annotations
@@ -33,53 +41,69 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Decode ``chunk``; return the events it completed."""
-        if not chunk:
-            return []
-        if self._pending_cr and chunk.startswith(b"\n"):
-            # The "\r\n" of one line ending was split across two chunks.
-            chunk = chunk[1:]
-        self._pending_cr = chunk.endswith(b"\r")
-        data = self._buffer + chunk
-        if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = data.split(b"\n")
-        self._buffer = lines.pop()
-        if len(self._buffer) > MAX_LINE_BYTES:
-            self._buffer = b""
-            self.dropped_lines += 1
-        events: list[SSEEvent] = []
-        for line in lines:
-            self._line(line, events)
-        return events
+        return [SSEEvent(name, data) for name, data in self.feed_pairs(chunk)]
 
     def close(self) -> list[SSEEvent]:
         """End of stream: dispatch whatever is pending."""
-        events: list[SSEEvent] = []
-        if self._buffer:
-            self._line(self._buffer, events)
-            self._buffer = b""
-        self._dispatch(events)
+        return [SSEEvent(name, data) for name, data in self.close_pairs()]
+
+    def feed_pairs(self, chunk: bytes) -> list[tuple[str, str]]:
+        """:meth:`feed`, as ``(event, data)`` pairs."""
+        if not chunk:
+            return []
+        # Line endings become "\n" as chunks arrive, so the held-back buffer never has a
+        # "\r" and only the new chunk needs looking at (most streams have none at all).
+        if self._pending_cr:
+            if chunk[:1] == b"\n":
+                # The "\r\n" of one line ending was split across two chunks.
+                chunk = chunk[1:]
+            self._pending_cr = False
+        if b"\r" in chunk:
+            self._pending_cr = chunk[-1:] == b"\r"
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        data = self._buffer + chunk if self._buffer else chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._keep(data)
+            return []
+        self._keep(data[cut + 1 :])
+        events: list[tuple[str, str]] = []
+        self._lines(data[:cut].decode("utf-8", errors="replace").split("\n"), events)
         return events
 
-    def _line(self, raw: bytes, events: list[SSEEvent]) -> None:
-        if not raw:
-            self._dispatch(events)
-            return
-        line = raw.decode("utf-8", errors="replace")
-        if line.startswith(":"):
-            self.comments += 1
-            return
-        name, sep, value = line.partition(":")
-        if sep and value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            self._data.append(value)
-        elif name == "event":
-            self._event = value
-        # "id" and "retry" do not matter to a one-shot response stream.
+    def close_pairs(self) -> list[tuple[str, str]]:
+        """:meth:`close`, as ``(event, data)`` pairs."""
+        events: list[tuple[str, str]] = []
+        lines = [self._buffer.decode("utf-8", errors="replace")] if self._buffer else []
+        self._buffer = b""
+        self._lines([*lines, ""], events)  # the blank line dispatches what is pending
+        return events
 
-    def _dispatch(self, events: list[SSEEvent]) -> None:
-        if self._data:
-            events.append(SSEEvent(self._event or "message", "\n".join(self._data)))
-        self._event = ""
-        self._data = []
+    def _keep(self, partial: bytes) -> None:
+        """Hold the unfinished last line until its end arrives (or drop it if absurd)."""
+        if len(partial) > MAX_LINE_BYTES:
+            partial = b""
+            self.dropped_lines += 1
+        self._buffer = partial
+
+    def _lines(self, lines: list[str], events: list[tuple[str, str]]) -> None:
+        # State in locals for the loop: attribute access per line is what made this slow.
+        name, data = self._event, self._data
+        for line in lines:
+            if not line:
+                if data:
+                    events.append((name or "message", "\n".join(data)))
+                    data = []
+                name = ""
+            elif line.startswith("data:"):
+                data.append(line[6:] if line.startswith(" ", 5) else line[5:])
+            elif line[0] == ":":
+                self.comments += 1
+            else:
+                field, sep, value = line.partition(":")
+                if field == "event":
+                    name = value[1:] if sep and value.startswith(" ") else value
+                elif field == "data":  # "data" with no colon: an empty data line
+                    data.append(value)
+                # "id" and "retry" do not matter to a one-shot response stream.
+        self._event, self._data = name, data

@@ -73,6 +73,24 @@ def test_proxy_mounts_are_metered_as_well() -> None:
         ("POST", "https://api.openai.com/v1/threads/t_1/messages", False, None),
         ("POST", "https://api.anthropic.com/v1/messages/count_tokens", True, None),
         ("POST", "https://api.anthropic.com/v1/messages/batches", True, None),
+        ("POST", "https://api.openai.com/v1/responses", False, "openai"),
+        ("POST", "https://openrouter.ai/api/v1/responses", False, "openrouter"),
+        ("POST", "http://gw.local/api/v1/responses", False, "openrouter"),
+        ("POST", "http://localhost:8000/v1/responses", False, "openai_compatible"),
+        ("POST", "https://api.groq.com/openai/v1/responses", False, "groq"),
+        ("POST", "https://me.openai.azure.com/openai/v1/responses", False, "azure_openai"),
+        (
+            "POST",
+            "https://me.openai.azure.com/openai/responses?api-version=1",
+            False,
+            "azure_openai",
+        ),
+        ("GET", "https://api.openai.com/v1/responses/resp_1", False, None),
+        ("POST", "https://api.openai.com/v1/responses/resp_1/cancel", False, None),
+        ("POST", "https://api.openai.com/v1/responses/input_tokens", False, None),
+        ("POST", "https://api.openai.com/v1/responses/compact", False, None),
+        ("POST", "https://api.anthropic.com/v1/responses", False, None),
+        ("POST", "http://localhost:8000/survey/responses", False, None),
     ],
 )
 def test_recognition_by_url(
@@ -97,6 +115,17 @@ def test_body_reveals_openrouter_behind_an_unknown_host() -> None:
     assert route is not None
     assert refine(route, {"model": "m", "provider": {"sort": "price"}}).provider == "openrouter"
     assert refine(route, {"model": "m"}).provider == "openai_compatible"
+
+
+def test_responses_routes_name_their_endpoint_and_base() -> None:
+    url = "https://openrouter.ai/api/v1/responses"
+    route = Recogniser().route("POST", url, "openrouter.ai", "/api/v1/responses", False)
+    assert route is not None
+    assert (route.endpoint, route.base_url) == ("responses", "https://openrouter.ai/api/v1")
+    guessed = Recogniser().route("POST", "http://gw/v1/responses", "gw", "/v1/responses", False)
+    assert guessed is not None
+    refined = refine(guessed, {"model": "m", "provider": {"sort": "price"}})
+    assert (refined.provider, refined.endpoint) == ("openrouter", "responses")
 
 
 def test_mapping_to_an_unknown_provider_is_refused() -> None:

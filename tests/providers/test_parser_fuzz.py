@@ -11,9 +11,12 @@ from hypothesis import strategies as st
 from ledger.events import MAX_TOKENS
 from ledger.providers import PROVIDERS, Provider
 from ledger.providers.base import Parsed
+from ledger.providers.openai_compat import OpenAIStyleProvider
 
 PAYLOADS = Path(__file__).resolve().parent.parent / "fixtures" / "payloads"
 ALL = [cls(api_key="k", base_url="http://127.0.0.1:9") for cls in PROVIDERS.values()]
+#: Providers that also speak the Responses API (the OpenAI family).
+RESPONSES = [p for p in ALL if isinstance(p, OpenAIStyleProvider)]
 SEEDS = [p.read_bytes() for p in sorted(PAYLOADS.iterdir()) if p.suffix in {".json", ".sse"}]
 
 json_values = st.recursive(
@@ -53,6 +56,16 @@ json_values = st.recursive(
                     "text",
                     "finish_reason",
                     "status_code",
+                    "object",
+                    "output",
+                    "response",
+                    "status",
+                    "incomplete_details",
+                    "reason",
+                    "input_tokens_details",
+                    "output_tokens_details",
+                    "reasoning_tokens",
+                    "cache_write_tokens",
                 ]
             ),
             inner,
@@ -96,6 +109,50 @@ def test_whole_body_parsers_never_raise(body: bytes, provider: Provider) -> None
 def test_stream_parsers_never_raise(events: list[bytes], provider: Provider, split: int) -> None:
     raw = b"".join(b"data: " + e + b"\n\n" for e in events) + b"event: error\ndata: {\n"
     parser = provider.stream_parser()
+    for i in range(0, len(raw), split):
+        assert all(isinstance(t, str) for t in parser.feed(raw[i : i + split]))
+    check(parser.finish())
+
+
+#: Responses API stream events: a real event type around arbitrary JSON.
+response_events = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_text.delta",
+                "response.completed",
+                "response.incomplete",
+                "response.failed",
+                "error",
+                "response.reasoning_text.delta",
+            ]
+        ),
+    },
+    optional={"response": json_values, "delta": json_values, "error": json_values},
+).map(lambda v: json.dumps(v).encode())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=bodies | response_events, provider=st.sampled_from(RESPONSES))
+def test_responses_body_parser_never_raises(body: bytes, provider: OpenAIStyleProvider) -> None:
+    check(provider.parse_responses(body))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    events=st.lists(bodies | response_events, max_size=6),
+    provider=st.sampled_from(RESPONSES),
+    split=st.integers(1, 50),
+    named=st.booleans(),
+)
+def test_responses_stream_parser_never_raises(
+    events: list[bytes], provider: OpenAIStyleProvider, split: int, named: bool
+) -> None:
+    head = b"event: response.completed\n" if named else b""
+    raw = b"".join(head + b"data: " + e + b"\n\n" for e in events) + b"event: error\ndata: {\n"
+    parser = provider.responses_stream_parser()
     for i in range(0, len(raw), split):
         assert all(isinstance(t, str) for t in parser.feed(raw[i : i + split]))
     check(parser.finish())

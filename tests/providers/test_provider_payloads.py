@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from ledger.providers import PROVIDERS, Provider
-from ledger.providers.base import Parsed
+from ledger.providers.base import Parsed, StreamParser
+from ledger.providers.openai_compat import OpenAIStyleProvider
 
 PAYLOADS = Path(__file__).resolve().parent.parent / "fixtures" / "payloads"
 COUNTERS = (
@@ -64,12 +65,26 @@ def provider_for(name: str) -> Provider:
     return cls(api_key="test-key", base_url="http://127.0.0.1:9")
 
 
+def is_responses_api(name: str) -> bool:
+    """Responses API payloads (``POST …/responses``) are parsed by the endpoint's own parsers."""
+    return "_responses_" in name
+
+
 def parse(name: str, chunk_size: int | None = None) -> Parsed:
     body = (PAYLOADS / name).read_bytes()
     provider = provider_for(name)
+    responses = is_responses_api(name)
     if not name.endswith(".sse"):
+        if responses:
+            assert isinstance(provider, OpenAIStyleProvider)
+            return provider.parse_responses(body)
         return provider.parse_response(body)
-    parser = provider.stream_parser()
+    parser: StreamParser
+    if responses:
+        assert isinstance(provider, OpenAIStyleProvider)
+        parser = provider.responses_stream_parser()
+    else:
+        parser = provider.stream_parser()
     step = chunk_size or len(body) or 1
     for i in range(0, len(body), step):
         parser.feed(body[i : i + step])
