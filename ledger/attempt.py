@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from ledger.errors import (
     ProviderError,
@@ -24,7 +24,7 @@ from ledger.errors import (
     parse_retry_after,
     redact,
 )
-from ledger.events import MAX_TAGS_BYTES, UsageEvent
+from ledger.events import UsageEvent, check_tags, check_text
 from ledger.pricing import Cost, attempt_cost
 from ledger.providers.base import ChatRequest, ErrorBody, InBandError, Parsed, Provider, Usage
 from ledger.schema import STRING_LIMITS
@@ -50,25 +50,37 @@ class Call:
     extra_body: Mapping[str, Any] | None = None
     paused: bool = False
 
-    def check(self) -> None:
-        """Reject, before anything is sent, what the ledger could not record (caller bugs)."""
+    def check(self, *, model: str | None = None) -> None:
+        """Reject, before anything is sent, what the ledger could not record (caller bugs).
+
+        The rules are :func:`ledger.events.to_row`'s own (reused, not copied), so a
+        call that passes here never has its row refused after the provider was paid.
+        ``model``: the requested model, checked as the ``requested_model`` column.
+        """
         for name in ("session_id", "actor_id", "locale", "routing_sort"):
             value = getattr(self, name)
-            if value is not None and (
-                not isinstance(value, str) or len(value) > STRING_LIMITS[name]
-            ):
-                raise ValueError(f"{name} must be a string of at most {STRING_LIMITS[name]} chars")
+            if value is not None:
+                check_text(name, value, STRING_LIMITS[name])
         if self.routing_order is not None:
-            joined = ",".join(self.routing_order)
-            if len(joined) > STRING_LIMITS["routing_order"]:
-                raise ValueError("routing_order is too long to record")
+            order = self.routing_order
+            if isinstance(order, str) or not all(isinstance(o, str) and o for o in order):
+                raise ValueError("routing_order must be a sequence of provider names")
+            check_text("routing_order", ",".join(order), STRING_LIMITS["routing_order"])
         if self.tags is not None:
-            try:
-                encoded = json.dumps(dict(self.tags), allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"tags must be JSON-serialisable labels ({exc})") from None
-            if len(encoded) > MAX_TAGS_BYTES:
-                raise ValueError(f"tags exceed {MAX_TAGS_BYTES} characters of JSON")
+            if not isinstance(self.tags, Mapping):
+                raise ValueError("tags must be a mapping of JSON-serialisable labels")
+            check_tags(dict(self.tags))
+        if not isinstance(self.paused, bool):
+            raise ValueError("paused must be a bool")
+        if model is not None:
+            check_model(model)
+
+
+def check_model(model: Any, column: str = "requested_model") -> None:
+    """Raise ``ValueError`` unless ``model`` is a non-empty model name the ledger can record."""
+    if isinstance(model, str) and not model:
+        raise ValueError(f"{column} must be a non-empty model name")
+    check_text(column, model, STRING_LIMITS[column])
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +95,43 @@ class Attempt:
     requested_model: str
 
 
+class Recorder(Protocol):
+    """Where rows go: :class:`ledger.store.ledger.Ledger` or anything with its ``record``."""
+
+    def record(self, event: UsageEvent) -> str: ...
+
+
+class LazyRecorder:
+    """The ledger given as a :class:`Recorder`, a database URL, or None (the process's
+    default ledger), opened on first use so building a client or transport is free."""
+
+    def __init__(self, spec: Recorder | str | None) -> None:
+        self._spec = spec
+        self._recorder: Recorder | None = None if isinstance(spec, str | None) else spec
+
+    def get(self) -> Recorder:
+        if self._recorder is None:
+            from ledger.store.ledger import Ledger, default_ledger
+
+            spec = self._spec
+            self._recorder = Ledger(spec) if isinstance(spec, str) else default_ledger()
+        return self._recorder
+
+
+def make_call(messages: Sequence[Mapping[str, Any]], options: Mapping[str, Any]) -> Call:
+    """The :class:`Call` for ``chat(messages, **options)`` (options: Call's fields)."""
+    return Call(messages=messages, **options)
+
+
 @dataclass(slots=True)
 class Prepared:
+    """One attempt ready to send: the encoded request and what its row will say was sent.
+
+    ``session_key``, ``routing_sort`` and ``routing_order`` are read back from the
+    final body (see :func:`sent_values`). ``timeout`` (seconds) bounds this attempt
+    alone, e.g. by a cascade's remaining deadline; None keeps the client's timeouts.
+    """
+
     call: Call
     target: Attempt
     request: ChatRequest
@@ -96,6 +143,7 @@ class Prepared:
     routing_sort: str | None
     routing_order: str | None
     started_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    timeout: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +191,7 @@ def prepare(
         extra_body=call.extra_body,
     )
     http = provider.build_request(request)
+    sent_key, sent_sort, sent_order = sent_values(provider, http.body)
     content = json.dumps(http.body, separators=(",", ":"), ensure_ascii=False).encode()
     return Prepared(
         call=call,
@@ -152,10 +201,41 @@ def prepare(
         url=http.url,
         headers=http.headers,
         content=content,
-        session_key=key,
-        routing_sort=sort,
-        routing_order=",".join(order) if order else None,
+        session_key=sent_key,
+        routing_sort=sent_sort,
+        routing_order=sent_order,
     )
+
+
+def sent_values(
+    provider: Provider, body: Mapping[str, Any]
+) -> tuple[str | None, str | None, str | None]:
+    """``(session_key, routing_sort, routing_order)`` as the final ``body`` carries them.
+
+    Read from the body about to be sent, not from what we meant to send:
+    ``extra_body`` is merged last and may replace the key or add ``provider.order``
+    (contract §1: ``session_key`` is the key *actually sent*). A value the ledger
+    could not record raises ``ValueError`` here, before anything is sent.
+    """
+    caps = provider.capabilities
+    key = sort = order = None
+    if caps.sticky_session:
+        raw_key = provider.sent_session_key(body)
+        if raw_key is not None:
+            check_text("session_key", raw_key, STRING_LIMITS["session_key"])
+            key = raw_key or None
+    if caps.provider_routing:
+        raw_sort, raw_order = provider.sent_routing(body)
+        if raw_sort is not None:
+            check_text("routing_sort", raw_sort, STRING_LIMITS["routing_sort"])
+            sort = raw_sort or None
+        if raw_order is not None:
+            if not isinstance(raw_order, list) or not all(isinstance(o, str) for o in raw_order):
+                raise ValueError("provider.order must be a list of provider names")
+            order = ",".join(raw_order) or None
+            if order is not None:
+                check_text("routing_order", order, STRING_LIMITS["routing_order"])
+    return key, sort, order
 
 
 def clean(value: str | None, column: str) -> str | None:
@@ -180,6 +260,7 @@ def http_failure(
         provider=provider.name,
         retry_after=retry if retry is not None else body.retry_after,
         code=body.code,
+        upstream=body.upstream if provider.capabilities.reports_upstream else None,
     )
 
 
@@ -251,7 +332,7 @@ def build_event(
         requested_model=target.requested_model,
         provider=target.provider.name,
         model=clean(parsed.model, "model") if parsed else None,
-        upstream=clean(parsed.upstream, "upstream") if parsed else None,
+        upstream=clean(_upstream(parsed, error), "upstream"),
         generation_id=clean(parsed.generation_id, "generation_id") if parsed else None,
         routing_sort=prep.routing_sort,
         routing_order=prep.routing_order,
@@ -270,6 +351,14 @@ def build_event(
         locale=call.locale,
         tags=dict(call.tags) if call.tags is not None else None,
     )
+
+
+def _upstream(parsed: Parsed | None, error: ProviderError | None) -> str | None:
+    # A failed attempt's upstream comes from the error body when the response named none
+    # (OpenRouter names the upstream that failed): per-upstream error rates need it.
+    if parsed is not None and parsed.upstream is not None:
+        return parsed.upstream
+    return error.upstream if error is not None else None
 
 
 def result_of(

@@ -32,8 +32,14 @@ friendly HTTP 503 (``http_response()``).
 
 Optional per-route retries (:class:`RetryPolicy`, off by default as in the
 ADR) honour ``Retry-After`` up to a cap, back off with full jitter, and stop
-at a deadline for the whole call. Known gap: the worst case adds one round
-trip per route.
+at a deadline for the whole call: each attempt gets the time left as its
+timeout, so a hanging provider cannot outlast the deadline (each phase of the
+attempt, connect, write, every read, is capped; a server trickling bytes just
+inside that cap can still overrun it by one read).
+
+Every route's provider is resolved when the cascade is built, so a fallback
+with no API key fails at construction, not under load when the primary first
+answers 429.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Self
 
-from ledger.attempt import Call, ChatResult
+from ledger.attempt import Call, ChatResult, make_call
 from ledger.client import AsyncClient, Client
 from ledger.client_stream import AsyncChatStream, ChatStream
 from ledger.errors import AllProvidersFailed, ProviderError, StreamInterrupted
@@ -156,6 +162,10 @@ class _Plan:
         # Full jitter: spreads retries of many callers hit by the same outage.
         return self.rng.uniform(0, min(p.max_delay_s, p.base_delay_s * 2 ** (self._tries - 1)))
 
+    def timeout(self) -> float | None:
+        """The attempt's time bound: what is left of the deadline (None: no deadline)."""
+        return None if self.policy.deadline_s is None else max(self._remaining(), 0.0)
+
     def _remaining(self) -> float:
         if self.policy.deadline_s is None:
             return float("inf")
@@ -184,27 +194,36 @@ class _CascadeBase:
         return _Plan(self.routes, self.retry, self.default_retry_after_s, self._rng, self._clock)
 
 
-def _call(messages: Sequence[Mapping[str, Any]], options: dict[str, Any]) -> Call:
-    return Call(messages=messages, **options)
-
-
 class Cascade(_CascadeBase):
     """``Cascade(client, routes).chat(messages, session_id=…, actor_id=…)``; see the module doc."""
 
     def __init__(self, client: Client, routes: Sequence[Route] = DEFAULT_CHAIN, **kw: Any) -> None:
         super().__init__(routes, **kw)
         self.client = client
+        for route in self.routes:  # ProviderConfigurationError now, not at the first 429
+            client.provider(route.provider)
 
     def chat(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> ChatResult:
         """One call through the chain. ``options``: the fields of :class:`~ledger.attempt.Call`."""
-        return self.run(_call(messages, options))
+        return self.run(make_call(messages, options))
 
     def run(self, call: Call) -> ChatResult:
+        """:meth:`chat` for a prepared :class:`~ledger.attempt.Call`: the result of the first
+        route that answers, its ``failed_attempts`` listing the routes that failed first.
+
+        Raises the first non-transient :class:`~ledger.errors.ProviderError` at once, or
+        :class:`~ledger.errors.AllProvidersFailed` when every route failed transiently
+        (or the deadline ran out); ``ValueError`` before sending for an unrecordable call.
+        """
         plan = self._plan()
         while (route := plan.next()) is not None:
             try:
                 result = self.client.attempt(
-                    call, provider=route.provider, model=route.model, **plan.filing()
+                    call,
+                    provider=route.provider,
+                    model=route.model,
+                    timeout=plan.timeout(),
+                    **plan.filing(),
                 )
             except ProviderError as exc:
                 if delay := plan.failed(exc):
@@ -215,46 +234,69 @@ class Cascade(_CascadeBase):
 
     def stream(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> CascadeStream:
         """A streamed call: falls back until a route yields its first token, then commits."""
-        return CascadeStream(self, _call(messages, options))
+        return CascadeStream(self, make_call(messages, options))
 
 
-class CascadeStream:
-    """Text deltas from the first route that starts answering; ``result`` once done."""
+class _Committed:
+    """The route a :class:`CascadeStream` committed to (shared with its generator, which
+    must not reference the stream itself: that cycle would delay ``__del__`` to the GC)."""
 
-    def __init__(self, cascade: Cascade, call: Call) -> None:
-        self._cascade = cascade
-        self._call = call
-        self._stream: ChatStream | None = None
-        self._errors: tuple[ProviderError, ...] = ()
-        self._deltas: Generator[str, None, None] = self._run()
+    __slots__ = ("errors", "stream")
 
-    @property
-    def result(self) -> ChatResult | None:
-        if self._stream is None or self._stream.result is None:
-            return None
-        return replace(self._stream.result, failed_attempts=self._errors)
+    def __init__(self) -> None:
+        self.stream: ChatStream | None = None
+        self.errors: tuple[ProviderError, ...] = ()
 
-    def _run(self) -> Generator[str, None, None]:
-        cascade, plan = self._cascade, self._cascade._plan()
-        while (route := plan.next()) is not None:
-            stream = cascade.client.attempt_stream(
-                self._call, provider=route.provider, model=route.model, **plan.filing()
-            )
-            try:
-                stream.__enter__()
-                first = next(stream, None)
-            except ProviderError as exc:
-                stream.close()
-                if delay := plan.failed(exc):
-                    time.sleep(delay)
-                continue
-            self._stream, self._errors = stream, tuple(plan.errors)
+
+def _cascade_deltas(cascade: Cascade, call: Call, state: _Committed) -> Generator[str, None, None]:
+    plan = cascade._plan()
+    while (route := plan.next()) is not None:
+        stream = cascade.client.attempt_stream(
+            call,
+            provider=route.provider,
+            model=route.model,
+            timeout=plan.timeout(),
+            **plan.filing(),
+        )
+        try:
+            stream.__enter__()
+            first = next(stream, None)
+        except ProviderError as exc:
+            stream.close()
+            if delay := plan.failed(exc):
+                time.sleep(delay)
+            continue
+        state.stream, state.errors = stream, tuple(plan.errors)
+        try:
             if first is not None:
                 yield first
                 # From here on an error cannot fall back: it reaches the caller.
                 yield from stream
-            return
-        raise plan.exhausted(self._call.locale)
+        finally:
+            # A caller that stops early (close(), break, or dropping us) still gets the row.
+            stream.abandon()
+        return
+    raise plan.exhausted(call.locale)
+
+
+class CascadeStream:
+    """Text deltas from the first route that starts answering; ``result`` once done.
+
+    Nothing is sent until the first iteration. Stopping early, with ``close()``,
+    ``with`` or by dropping the stream, records the committed attempt's row.
+    """
+
+    def __init__(self, cascade: Cascade, call: Call) -> None:
+        self._state = _Committed()
+        self._deltas: Generator[str, None, None] = _cascade_deltas(cascade, call, self._state)
+
+    @property
+    def result(self) -> ChatResult | None:
+        """The answering route's result (with the failed attempts), once its stream ended."""
+        stream = self._state.stream
+        if stream is None or stream.result is None:
+            return None
+        return replace(stream.result, failed_attempts=self._state.errors)
 
     def __iter__(self) -> Iterator[str]:
         return self._deltas
@@ -266,9 +308,10 @@ class CascadeStream:
         self.close()
 
     def close(self) -> None:
+        """Stop reading; the committed attempt is recorded with what was seen."""
         self._deltas.close()
-        if self._stream is not None:
-            self._stream.close()
+        if self._state.stream is not None:
+            self._state.stream.close()
 
 
 class AsyncCascade(_CascadeBase):
@@ -279,16 +322,24 @@ class AsyncCascade(_CascadeBase):
     ) -> None:
         super().__init__(routes, **kw)
         self.client = client
+        for route in self.routes:  # ProviderConfigurationError now, not at the first 429
+            client.provider(route.provider)
 
     async def chat(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> ChatResult:
-        return await self.run(_call(messages, options))
+        """One call through the chain. ``options``: the fields of :class:`~ledger.attempt.Call`."""
+        return await self.run(make_call(messages, options))
 
     async def run(self, call: Call) -> ChatResult:
+        """The asynchronous :meth:`Cascade.run` (same result, same errors)."""
         plan = self._plan()
         while (route := plan.next()) is not None:
             try:
                 result = await self.client.attempt(
-                    call, provider=route.provider, model=route.model, **plan.filing()
+                    call,
+                    provider=route.provider,
+                    model=route.model,
+                    timeout=plan.timeout(),
+                    **plan.filing(),
                 )
             except ProviderError as exc:
                 if delay := plan.failed(exc):
@@ -301,7 +352,7 @@ class AsyncCascade(_CascadeBase):
         self, messages: Sequence[Mapping[str, Any]], **options: Any
     ) -> AsyncCascadeStream:
         """Open a streamed call: returns once a route has produced its first token."""
-        return await AsyncCascadeStream.open(self, _call(messages, options))
+        return await AsyncCascadeStream.open(self, make_call(messages, options))
 
 
 class AsyncCascadeStream:
@@ -319,7 +370,11 @@ class AsyncCascadeStream:
         plan = cascade._plan()
         while (route := plan.next()) is not None:
             stream = cascade.client.attempt_stream(
-                call, provider=route.provider, model=route.model, **plan.filing()
+                call,
+                provider=route.provider,
+                model=route.model,
+                timeout=plan.timeout(),
+                **plan.filing(),
             )
             try:
                 await stream.__aenter__()
@@ -334,6 +389,7 @@ class AsyncCascadeStream:
 
     @property
     def result(self) -> ChatResult | None:
+        """The answering route's result (with the failed attempts), once its stream ended."""
         result = self._stream.result
         return None if result is None else replace(result, failed_attempts=self._errors)
 
@@ -353,6 +409,7 @@ class AsyncCascadeStream:
         await self.aclose()
 
     async def aclose(self) -> None:
+        """Stop reading; the committed attempt is recorded with what was seen."""
         await self._stream.aclose()
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, Self
+from typing import TYPE_CHECKING, Any, NoReturn, Self
 
 import httpx
 
@@ -34,11 +34,15 @@ from ledger.attempt import (
     Attempt,
     Call,
     ChatResult,
+    LazyRecorder,
     Prepared,
+    Recorder,  # re-exported: ``ledger.client.Recorder`` is where callers find it
     build_event,
+    check_model,
     cost_of,
     http_failure,
     in_band_failure,
+    make_call,
     prepare,
     result_of,
 )
@@ -57,15 +61,11 @@ from ledger.session_key import DEFAULT_PREFIX
 if TYPE_CHECKING:
     from ledger.budgets.guard import BudgetGuard
 
+__all__ = ["AsyncClient", "Client", "Recorder"]
+
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
-
-
-class Recorder(Protocol):
-    """Where rows go: :class:`ledger.store.ledger.Ledger` or anything with its ``record``."""
-
-    def record(self, event: UsageEvent) -> str: ...
 
 
 class _Base:
@@ -85,8 +85,7 @@ class _Base:
         self.guard = guard
         items = providers.values() if isinstance(providers, Mapping) else providers or ()
         self._providers: dict[str, Provider] = {p.name: p for p in items}
-        self._ledger_spec = ledger
-        self._recorder: Recorder | None = None if isinstance(ledger, str | None) else ledger
+        self._sink = LazyRecorder(ledger)
         self.default_provider = default_provider
         self.session_prefix = session_prefix
         self.strict = strict
@@ -100,29 +99,45 @@ class _Base:
             self._providers[name] = make_provider(name)
         return self._providers[name]
 
-    def _ledger(self) -> Recorder:
-        if self._recorder is None:
-            from ledger.store.ledger import Ledger, default_ledger
-
-            spec = self._ledger_spec
-            self._recorder = Ledger(spec) if isinstance(spec, str) else default_ledger()
-        return self._recorder
-
     def record(self, event: UsageEvent) -> None:
         """Record ``event``; a failure is logged (raised when ``strict``), never the caller's."""
         if self.guard is not None:
             self.guard.observe(event)  # the spend happened whether or not the ledger took it
         try:
-            self._ledger().record(event)
+            self._sink.get().record(event)
         except Exception:
             if self.strict:
                 raise
             log.exception("ledger: could not record attempt %s", event.event_id)
 
+    def timeout_for(self, prep: Prepared) -> Any:
+        """The httpx timeout for ``prep``: the client's own, each phase capped at
+        ``prep.timeout`` when the attempt has a time bound of its own."""
+        if prep.timeout is None:
+            return httpx.USE_CLIENT_DEFAULT
+        limit = max(prep.timeout, 0.001)
+        base = self._http_timeout()
+        return httpx.Timeout(
+            connect=_cap(base.connect, limit),
+            read=_cap(base.read, limit),
+            write=_cap(base.write, limit),
+            pool=_cap(base.pool, limit),
+        )
+
+    def _http_timeout(self) -> httpx.Timeout:
+        raise NotImplementedError
+
     def _prepare(
-        self, call: Call, *, provider: str | None, model: str, stream: bool, **filing: Any
+        self,
+        call: Call,
+        *,
+        provider: str | None,
+        model: str,
+        stream: bool,
+        timeout: float | None = None,
+        **filing: Any,
     ) -> Prepared:
-        call.check()
+        call.check(model=model)
         chosen = self.provider(provider or self.default_provider)
         target = Attempt(
             provider=chosen,
@@ -132,10 +147,13 @@ class _Base:
             requested_provider=filing.get("requested_provider") or chosen.name,
             requested_model=filing.get("requested_model") or model,
         )
+        if target.requested_model is not model:
+            check_model(target.requested_model)
         prep = prepare(call, target, stream=stream, session_prefix=self.session_prefix)
+        prep.timeout = timeout
         if self.guard is not None:
             self.guard.before_send(prep, self.clock.now())  # BudgetExceeded: nothing is sent
-        if call.routing_order and prep.routing_order:
+        if prep.routing_order:  # however it got there: routing_order or extra_body
             log.warning(
                 "provider.order=%s sent to %s: it turns OpenRouter's sticky routing off",
                 prep.routing_order,
@@ -222,8 +240,8 @@ class _Base:
         raise exc
 
 
-def _call(messages: Sequence[Mapping[str, Any]], options: dict[str, Any]) -> Call:
-    return Call(messages=messages, **options)
+def _cap(value: float | None, limit: float) -> float:
+    return limit if value is None else min(value, limit)
 
 
 class Client(_Base):
@@ -269,7 +287,7 @@ class Client(_Base):
         **options: Any,
     ) -> ChatResult:
         """One call, one attempt. ``options``: the fields of :class:`~ledger.attempt.Call`."""
-        return self.attempt(_call(messages, options), provider=provider, model=model)
+        return self.attempt(make_call(messages, options), provider=provider, model=model)
 
     def stream(
         self,
@@ -280,18 +298,38 @@ class Client(_Base):
         **options: Any,
     ) -> ChatStream:
         """One streamed call; see :class:`ChatStream`."""
-        return self.attempt_stream(_call(messages, options), provider=provider, model=model)
+        return self.attempt_stream(make_call(messages, options), provider=provider, model=model)
 
-    def attempt(self, call: Call, *, provider: str | None, model: str, **filing: Any) -> ChatResult:
+    def attempt(
+        self,
+        call: Call,
+        *,
+        provider: str | None,
+        model: str,
+        timeout: float | None = None,
+        **filing: Any,
+    ) -> ChatResult:
         """Send one attempt and record its row; ``filing``: call_id, attempt,
-        requested_provider, requested_model (defaults: a new call, attempt 1, this target)."""
-        prep = self._prepare(call, provider=provider, model=model, stream=False, **filing)
+        requested_provider, requested_model (defaults: a new call, attempt 1, this target).
+
+        ``timeout`` (seconds) caps each phase of this attempt (connect, write, each read,
+        pool wait) below the client's own timeouts: a cascade passes its remaining
+        deadline. Raises ``ValueError`` before sending for what the ledger could not
+        record, :class:`~ledger.errors.ProviderError` (row recorded) when the attempt fails.
+        """
+        prep = self._prepare(
+            call, provider=provider, model=model, stream=False, timeout=timeout, **filing
+        )
         prep.started_at = self.clock.now()
         t0 = self.clock.monotonic()
         try:
             with map_transport_errors(prep.target.provider.name):
                 response = self.http.request(
-                    prep.method, prep.url, headers=prep.headers, content=prep.content
+                    prep.method,
+                    prep.url,
+                    headers=prep.headers,
+                    content=prep.content,
+                    timeout=self.timeout_for(prep),
                 )
         except ProviderError as exc:
             self._raise(prep, exc, self._ms(t0), None, None)
@@ -301,12 +339,27 @@ class Client(_Base):
         )
 
     def attempt_stream(
-        self, call: Call, *, provider: str | None, model: str, **filing: Any
+        self,
+        call: Call,
+        *,
+        provider: str | None,
+        model: str,
+        timeout: float | None = None,
+        **filing: Any,
     ) -> ChatStream:
-        prep = self._prepare(call, provider=provider, model=model, stream=True, **filing)
+        """One streamed attempt, filed like :meth:`attempt`; nothing is sent until the
+        stream is entered or iterated. Its row is recorded when it ends, fails, is
+        closed, or is dropped unfinished (see :class:`~ledger.client_stream.ChatStream`)."""
+        prep = self._prepare(
+            call, provider=provider, model=model, stream=True, timeout=timeout, **filing
+        )
         return ChatStream(self, prep)
 
+    def _http_timeout(self) -> httpx.Timeout:
+        return self.http.timeout
+
     def close(self) -> None:
+        """Close the HTTP connections, if this client opened them (not a caller's client)."""
         if self._owns_http:
             self.http.close()
 
@@ -353,7 +406,8 @@ class AsyncClient(_Base):
         provider: str | None = None,
         **options: Any,
     ) -> ChatResult:
-        return await self.attempt(_call(messages, options), provider=provider, model=model)
+        """One call, one attempt. ``options``: the fields of :class:`~ledger.attempt.Call`."""
+        return await self.attempt(make_call(messages, options), provider=provider, model=model)
 
     def stream(
         self,
@@ -363,18 +417,32 @@ class AsyncClient(_Base):
         provider: str | None = None,
         **options: Any,
     ) -> AsyncChatStream:
-        return self.attempt_stream(_call(messages, options), provider=provider, model=model)
+        """One streamed call: ``async with client.stream(…) as s: async for text in s``."""
+        return self.attempt_stream(make_call(messages, options), provider=provider, model=model)
 
     async def attempt(
-        self, call: Call, *, provider: str | None, model: str, **filing: Any
+        self,
+        call: Call,
+        *,
+        provider: str | None,
+        model: str,
+        timeout: float | None = None,
+        **filing: Any,
     ) -> ChatResult:
-        prep = self._prepare(call, provider=provider, model=model, stream=False, **filing)
+        """The asynchronous :meth:`Client.attempt` (same filing, timeout and errors)."""
+        prep = self._prepare(
+            call, provider=provider, model=model, stream=False, timeout=timeout, **filing
+        )
         prep.started_at = self.clock.now()
         t0 = self.clock.monotonic()
         try:
             with map_transport_errors(prep.target.provider.name):
                 response = await self.http.request(
-                    prep.method, prep.url, headers=prep.headers, content=prep.content
+                    prep.method,
+                    prep.url,
+                    headers=prep.headers,
+                    content=prep.content,
+                    timeout=self.timeout_for(prep),
                 )
         except ProviderError as exc:
             self._raise(prep, exc, self._ms(t0), None, None)
@@ -384,12 +452,25 @@ class AsyncClient(_Base):
         )
 
     def attempt_stream(
-        self, call: Call, *, provider: str | None, model: str, **filing: Any
+        self,
+        call: Call,
+        *,
+        provider: str | None,
+        model: str,
+        timeout: float | None = None,
+        **filing: Any,
     ) -> AsyncChatStream:
-        prep = self._prepare(call, provider=provider, model=model, stream=True, **filing)
+        """The asynchronous :meth:`Client.attempt_stream`."""
+        prep = self._prepare(
+            call, provider=provider, model=model, stream=True, timeout=timeout, **filing
+        )
         return AsyncChatStream(self, prep)
 
+    def _http_timeout(self) -> httpx.Timeout:
+        return self.http.timeout
+
     async def aclose(self) -> None:
+        """Close the HTTP connections, if this client opened them."""
         if self._owns_http:
             await self.http.aclose()
 

@@ -2,14 +2,24 @@
 ends, fails, or the caller stops reading early.
 
 :class:`_StreamCore` is the I/O-free half shared by the sync and async streams.
+
+A caller that stops reading early still gets its row, with or without ``with``:
+``close()`` records it, and so does dropping the stream (``for text in stream:
+break``), through ``__del__``. Nothing references a stream back, so CPython drops
+it (and records) as soon as the caller's last reference goes. The async stream
+cannot await in ``__del__``: it records the row at once and schedules the
+response's ``aclose()`` on the running event loop; with no loop running (the
+loop already closed) the connection is left to the pool's own cleanup.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import httpx
 
@@ -22,6 +32,9 @@ if TYPE_CHECKING:
     from ledger.client import AsyncClient, Client, _Base
 
 log = logging.getLogger("ledger.client")
+
+#: Response closes scheduled by abandoned async streams (a task needs a strong reference).
+_closing: set[asyncio.Task[None]] = set()
 
 
 class _StreamCore:
@@ -131,7 +144,11 @@ class ChatStream:
         prep = core.prep
         name = prep.target.provider.name
         request = self._client.http.build_request(
-            prep.method, prep.url, headers=prep.headers, content=prep.content
+            prep.method,
+            prep.url,
+            headers=prep.headers,
+            content=prep.content,
+            timeout=self._client.timeout_for(prep),
         )
         prep.started_at = self._client.clock.now()
         core.t0 = self._client.clock.monotonic()
@@ -200,9 +217,28 @@ class ChatStream:
         self._core.finish(broken=broken)
 
     def close(self) -> None:
-        """Stop reading; the attempt is recorded with what was seen."""
-        if not self._core.finished:
-            self._end()
+        """Stop reading; the attempt is recorded with what was seen (nothing when the
+        request was never sent)."""
+        core = self._core
+        if core.finished:
+            return
+        if self._response is None:
+            core.finished = True  # never opened: nothing was sent, so there is no attempt
+            return
+        self._end()
+
+    def abandon(self) -> None:
+        """:meth:`close`, for a caller who is gone: an in-band error found while
+        flushing is recorded on the row but not raised (no one is left to catch it)."""
+        with contextlib.suppress(ProviderError):
+            self.close()
+
+    def __del__(self) -> None:
+        # ``for text in client.stream(...): break`` without ``with``: record the row and
+        # release the connection when the caller drops the stream.
+        core: _StreamCore | None = getattr(self, "_core", None)
+        if core is not None and not core.finished:
+            self.abandon()
 
 
 class AsyncChatStream:
@@ -226,7 +262,11 @@ class AsyncChatStream:
         core = self._core
         prep = core.prep
         request = self._client.http.build_request(
-            prep.method, prep.url, headers=prep.headers, content=prep.content
+            prep.method,
+            prep.url,
+            headers=prep.headers,
+            content=prep.content,
+            timeout=self._client.timeout_for(prep),
         )
         prep.started_at = self._client.clock.now()
         core.t0 = self._client.clock.monotonic()
@@ -295,5 +335,32 @@ class AsyncChatStream:
         self._core.finish(broken=broken)
 
     async def aclose(self) -> None:
-        if not self._core.finished:
-            await self._end()
+        """Stop reading; the attempt is recorded with what was seen (nothing when the
+        request was never sent)."""
+        core = self._core
+        if core.finished:
+            return
+        if self._response is None:
+            core.finished = True
+            return
+        await self._end()
+
+    def __del__(self) -> None:
+        # ``async for … : break`` without ``async with``: a finaliser cannot await, so the
+        # row is recorded now (it is synchronous) and the response closed by a task.
+        core: _StreamCore | None = getattr(self, "_core", None)
+        if core is None or core.finished or self._response is None:
+            return
+        _schedule_close(self._response)
+        with contextlib.suppress(ProviderError):  # recorded on the row; no one left to raise to
+            core.finish()
+
+
+def _schedule_close(response: Any) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return  # no loop to run aclose() on: the pool reclaims the connection when closed
+    task = loop.create_task(response.aclose())
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)

@@ -98,6 +98,7 @@ class ProviderError(LedgerError):
     whether the same request may succeed elsewhere or later (the cascade's
     test). ``retry_after`` is the provider's hint in seconds, when it gave one.
     ``event`` is the usage row recorded for the attempt (None until recorded).
+    ``upstream`` is who failed behind an aggregator, when the error named it.
     The message never contains an API key or prompt/response text.
     """
 
@@ -112,12 +113,14 @@ class ProviderError(LedgerError):
         http_status: int | None = None,
         retry_after: float | None = None,
         code: str | None = None,
+        upstream: str | None = None,
     ) -> None:
         super().__init__(message)
         self.provider = provider
         self.http_status = http_status
         self.retry_after = retry_after
         self.code = code
+        self.upstream = upstream
         self.event: UsageEvent | None = None
 
 
@@ -218,6 +221,7 @@ def http_error(
     provider: str,
     retry_after: float | None = None,
     code: str | None = None,
+    upstream: str | None = None,
 ) -> ProviderHTTPError:
     """The exception for a non-2xx answer, its class chosen by :func:`classify_status`."""
     error_type, _ = classify_status(status)
@@ -228,6 +232,7 @@ def http_error(
         http_status=status,
         retry_after=retry_after,
         code=code,
+        upstream=upstream,
     )
 
 

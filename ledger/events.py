@@ -153,6 +153,18 @@ def _check_text(name: str, value: Any, limit: int) -> None:
         raise _fail(name, value, "contains a NUL character, which databases reject")
 
 
+def check_text(name: str, value: Any, limit: int) -> None:
+    """Raise ``ValueError`` unless ``value`` is text column ``name`` could store: a string
+    of at most ``limit`` characters, encodable as UTF-8, without NUL (the rule
+    :func:`to_row` applies, for callers that must refuse a value before using it)."""
+    _check_text(name, value, limit)
+
+
+def check_tags(value: Any) -> None:
+    """Raise ``ValueError`` unless ``value`` is a ``tags`` dict :func:`to_row` accepts."""
+    _tags(value)
+
+
 def _timestamp(value: Any) -> str:
     if not isinstance(value, dt.datetime) or value.tzinfo is None or value.utcoffset() is None:
         raise _fail("started_at", value, "expected a timezone-aware datetime")

@@ -31,6 +31,9 @@ _MAX_COST: Final = Decimal(10) ** 9
 
 @dataclass(frozen=True, slots=True)
 class Cost:
+    """An attempt's cost: ``usd`` (None when unknown, never 0 for unknown) and where it
+    came from (``provider``, ``computed``, or None with ``usd``)."""
+
     usd: Decimal | None = None
     source: CostSource | None = None
 
@@ -63,7 +66,9 @@ def _warn_once(provider: str, model: str, reason: str) -> None:
     log.warning("cost of %s model %r is unknown: %s", provider, model, reason)
 
 
-_TOKEN_KEYS: Final = frozenset({"input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok"})
+_TOKEN_KEYS: Final = frozenset(
+    {"input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok", "cache_write_1h_mtok"}
+)
 _MTOK: Final = Decimal(1_000_000)
 
 
@@ -86,9 +91,11 @@ def _linear_price(prices: Any, usage: Usage) -> Decimal | None:
     genai-prices decomposes usage into priced units on every call (~0.1 ms);
     for token-only prices this reduces to a sum with the same meaning: cache
     reads and writes are subsets of input, priced at their own rates when the
-    model has them, else at the input rate; finer units (audio, 1-hour writes,
-    searches) are zero in our usage so their rates add nothing. Anything else
-    (per-request fees, unknown price shapes) goes to genai-prices itself.
+    model has them, else at the input rate; 1-hour cache writes are a subset of
+    the writes, at the model's 1-hour rate; finer units (audio, searches) are zero
+    in our usage so their rates add nothing. Anything else (per-request fees,
+    unknown price shapes, 1-hour writes on a model without a 1-hour rate) goes to
+    genai-prices itself.
     """
     rates: dict[str, Decimal] = {}
     for key, value in vars(prices).items():
@@ -107,9 +114,14 @@ def _linear_price(prices: Any, usage: Usage) -> Decimal | None:
     if "cache_read_mtok" in rates:
         uncached -= read
         total += read * rates["cache_read_mtok"]
+    write_1h = min(usage.cache_write_1h_tokens, write)
+    if write_1h:
+        if "cache_write_1h_mtok" not in rates or "cache_write_mtok" not in rates:
+            return None
+        total += write_1h * rates["cache_write_1h_mtok"]
     if "cache_write_mtok" in rates:
         uncached -= write
-        total += write * rates["cache_write_mtok"]
+        total += (write - write_1h) * rates["cache_write_mtok"]
     if uncached < 0:
         return None  # counts disagree; let genai-prices decide how to treat them
     total += uncached * rates.get("input_mtok", Decimal(0))
@@ -127,6 +139,7 @@ def _library_price(
         output_tokens=usage.output_tokens,
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
+        cache_write_1h_tokens=usage.cache_write_1h_tokens or None,
     )
     total: Decimal = snapshot.calc(price_usage, model, provider_id, api_url, at).total_price
     return total

@@ -27,6 +27,15 @@ PG_ENV = "LEDGER_TEST_POSTGRES_URL"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
+@pytest.fixture(autouse=True)
+def strict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail loudly in tests, quietly in production: with ``LEDGER_STRICT`` set, a parsing
+    or recording failure in the SDK instrumentation raises instead of being logged once.
+    A test asserting the quiet degradation opts out explicitly (``strict=False`` or
+    ``monkeypatch.delenv("LEDGER_STRICT")``)."""
+    monkeypatch.setenv("LEDGER_STRICT", "1")
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     """A migrated SQLite ledger in a temporary directory."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -14,7 +15,12 @@ from sqlalchemy import select
 
 from ledger.cascade import AsyncCascade, Cascade, RetryPolicy, Route
 from ledger.client import AsyncClient, Client
-from ledger.errors import AllProvidersFailed, ProviderClientError, StreamInterrupted
+from ledger.errors import (
+    AllProvidersFailed,
+    ProviderClientError,
+    ProviderConfigurationError,
+    StreamInterrupted,
+)
 from ledger.providers import make_provider
 from ledger.schema import token_usage
 from ledger.store.engine import make_engine
@@ -365,3 +371,54 @@ def test_async_stream_falls_back_before_the_first_token(servers: Any, ledger: Le
 
     text, provider = asyncio.run(run())
     assert text and provider == "anthropic"
+
+
+def test_a_fallback_without_an_api_key_fails_when_the_cascade_is_built(
+    servers: Any, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MISTRAL_API_KEY", raising=False)
+    openai, anthropic = servers
+    chain = [Route("openai", "gpt-4o-mini"), Route("mistral", "mistral-small-latest")]
+    client = Client(providers=providers(openai, anthropic), ledger=ledger, strict=True)
+    with pytest.raises(ProviderConfigurationError, match="mistral"):
+        Cascade(client, chain)
+    client.close()
+    aclient = AsyncClient(providers=providers(openai, anthropic), ledger=ledger)
+    with pytest.raises(ProviderConfigurationError, match="mistral"):
+        AsyncCascade(aclient, chain)
+    asyncio.run(aclient.aclose())
+    assert openai.requests == []
+
+
+def test_the_deadline_bounds_an_attempt_in_flight(servers: Any, ledger: Ledger) -> None:
+    openai, anthropic = servers
+    # OpenAI starts answering, then hangs far past the deadline.
+    openai.queue(Reply(b'{"id": "chatcmpl-slow", "choices": []}', chunk_size=8, delay_s=5.0))
+    anthropic.queue(anthropic_ok(10, 0, 1))
+    policy = RetryPolicy(deadline_s=0.5)
+    with Client(providers=providers(openai, anthropic), ledger=ledger, strict=True) as client:
+        started = time.monotonic()
+        with pytest.raises(AllProvidersFailed) as failed:
+            Cascade(client, retry=policy).chat(MESSAGES)
+        elapsed = time.monotonic() - started
+    assert elapsed < 2.0  # not the 5 s the server hangs for
+    assert [e.error_type for e in failed.value.errors] == ["timeout"]
+    assert anthropic.requests == []  # no time was left for the fallback
+    [row] = rows(ledger)
+    assert row["error_type"] == "timeout"
+
+
+def test_a_client_timeout_shorter_than_the_deadline_still_applies(
+    servers: Any, ledger: Ledger
+) -> None:
+    openai, anthropic = servers
+    openai.queue(Reply(b'{"id": "chatcmpl-slow", "choices": []}', chunk_size=8, delay_s=5.0))
+    anthropic.queue(anthropic_ok(10, 0, 1))
+    chain = [Route("openai", "gpt-4o-mini"), Route("anthropic", "claude-haiku-4-5-20251001")]
+    with Client(
+        providers=providers(openai, anthropic), ledger=ledger, strict=True, timeout=0.3
+    ) as client:
+        result = Cascade(client, chain, retry=RetryPolicy(deadline_s=3.0)).chat(MESSAGES)
+    # The client's own 0.3 s timeout is below the deadline: it still applies.
+    assert result.provider == "anthropic"
+    assert [e.error_type for e in result.failed_attempts] == ["timeout"]

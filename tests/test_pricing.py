@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 
 from ledger import pricing
+from ledger.providers import anthropic
 from ledger.providers.base import Usage
 
 USAGE = Usage(input_tokens=3329, output_tokens=53, cache_read_tokens=3211, cache_write_tokens=115)
@@ -87,6 +88,14 @@ def _priced_models() -> list[tuple[str, str]]:
             input_tokens=2168, output_tokens=100, cache_read_tokens=2161, cache_write_tokens=2161
         ),
         Usage(input_tokens=250_000, output_tokens=10),
+        Usage(
+            input_tokens=5000,
+            output_tokens=50,
+            cache_read_tokens=1000,
+            cache_write_tokens=3000,
+            cache_write_1h_tokens=2000,
+        ),
+        Usage(input_tokens=240_000, output_tokens=5, cache_write_tokens=9, cache_write_1h_tokens=9),
     ],
 )
 def test_fast_path_agrees_with_genai_prices_for_every_bundled_model(usage: Usage) -> None:
@@ -104,3 +113,26 @@ def test_fast_path_agrees_with_genai_prices_for_every_bundled_model(usage: Usage
         assert ours == expected, (provider_id, model)
         checked += 1
     assert checked > 100
+
+
+def test_one_hour_cache_writes_are_priced_at_their_own_rate() -> None:
+    # An Anthropic answer whose writes were 1-hour cache entries, as its usage reports them.
+    raw = {
+        "input_tokens": 10,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 1000,
+        "cache_creation": {"ephemeral_5m_input_tokens": 400, "ephemeral_1h_input_tokens": 600},
+        "output_tokens": 20,
+    }
+    usage = anthropic.normalise_usage(raw, [])
+    assert (usage.input_tokens, usage.cache_write_tokens, usage.cache_write_1h_tokens) == (
+        1010,
+        1000,
+        600,
+    )
+    cost = pricing.computed_cost(
+        usage, "claude-sonnet-4-5", provider="anthropic", provider_id="anthropic"
+    )
+    # Sonnet 4.5: $3/M input, $3.75/M 5-minute writes, $6/M 1-hour writes, $15/M output.
+    expected = (10 * 3 + 400 * Decimal("3.75") + 600 * 6 + 20 * 15) / Decimal(1_000_000)
+    assert cost == expected

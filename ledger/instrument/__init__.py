@@ -22,12 +22,15 @@ SDK client) and :func:`uninstrument` puts them back; both are idempotent.
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 
 import httpx
 
+from ledger.attempt import Recorder
 from ledger.instrument.context import Context, context, current
-from ledger.instrument.meter import InstrumentationError, Meter, Recorder
+from ledger.instrument.meter import InstrumentationError, Meter
 from ledger.instrument.transport import AsyncMeteringTransport, MeteringTransport
 
 if TYPE_CHECKING:
@@ -42,10 +45,35 @@ _TIMEOUT: Final = {"timeout": 600.0, "connect": 5.0}
 _LIMITS: Final = {"max_connections": 1000, "max_keepalive_connections": 100}
 
 
-def _module(library: Library) -> Any:
-    if library == "httpx":
+#: The SDKs whose HTTP library :func:`httpx_client` matches, in order of preference.
+_SDKS: Final = ("openai", "anthropic")
+
+
+def sdk_library() -> Library:
+    """The HTTP library the installed SDK is built on: ``httpx2`` (pydantic's fork, which
+    openai 3.x and anthropic 2.x require) or ``httpx`` (older SDKs).
+
+    Read from the SDK's declared requirements at call time, not assumed: ledger itself
+    declares only ``httpx``, and ``httpx2`` is there only when such an SDK brought it.
+    With neither SDK installed, ``httpx``.
+    """
+    for sdk in _SDKS:
+        try:
+            requirements = importlib.metadata.requires(sdk) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        names = {re.split(r"[\s<>=!~;\[(]", r, maxsplit=1)[0].lower() for r in requirements}
+        if "httpx2" in names:
+            return "httpx2"
+        if "httpx" in names:
+            return "httpx"
+    return "httpx"
+
+
+def _module(library: Library | None) -> Any:
+    if (library or sdk_library()) == "httpx":
         return httpx
-    import httpx2 as module  # comes with openai>=3 / anthropic>=2
+    import httpx2 as module  # present: the installed SDK requires it (see sdk_library)
 
     return module
 
@@ -58,18 +86,23 @@ def _client_options(module: Any, options: dict[str, Any]) -> dict[str, Any]:
 
 
 @overload
+def httpx_client(*, library: None = ..., meter: Meter | None = ..., **options: Any) -> Any: ...
+@overload
 def httpx_client(
-    *, library: Literal["httpx2"] = ..., meter: Meter | None = ..., **options: Any
+    *, library: Literal["httpx2"], meter: Meter | None = ..., **options: Any
 ) -> httpx2.Client: ...
 @overload
 def httpx_client(
     *, library: Literal["httpx"], meter: Meter | None = ..., **options: Any
 ) -> httpx.Client: ...
-def httpx_client(*, library: Library = "httpx2", meter: Meter | None = None, **options: Any) -> Any:
+def httpx_client(
+    *, library: Library | None = None, meter: Meter | None = None, **options: Any
+) -> Any:
     """A new sync client whose every LLM call is recorded: ``openai.OpenAI(http_client=…)``.
 
-    ``library``: ``httpx2`` (what the openai 3.x / anthropic 2.x SDKs use) or
-    ``httpx``. ``options`` are the client's (``timeout``, ``headers``…), plus
+    ``library``: ``httpx2`` or ``httpx``; by default the one the installed openai
+    (else anthropic) SDK is built on (:func:`sdk_library`), since an SDK rejects a
+    client of the other library. ``options`` are the client's (``timeout``, ``headers``…), plus
     :class:`Meter`'s (``ledger``, ``providers``, ``strict``, ``sticky_key``,
     ``session_prefix``).
     """
@@ -81,14 +114,18 @@ def httpx_client(*, library: Library = "httpx2", meter: Meter | None = None, **o
 
 @overload
 def async_httpx_client(
-    *, library: Literal["httpx2"] = ..., meter: Meter | None = ..., **options: Any
+    *, library: None = ..., meter: Meter | None = ..., **options: Any
+) -> Any: ...
+@overload
+def async_httpx_client(
+    *, library: Literal["httpx2"], meter: Meter | None = ..., **options: Any
 ) -> httpx2.AsyncClient: ...
 @overload
 def async_httpx_client(
     *, library: Literal["httpx"], meter: Meter | None = ..., **options: Any
 ) -> httpx.AsyncClient: ...
 def async_httpx_client(
-    *, library: Library = "httpx2", meter: Meter | None = None, **options: Any
+    *, library: Library | None = None, meter: Meter | None = None, **options: Any
 ) -> Any:
     """The asynchronous :func:`httpx_client` (``openai.AsyncOpenAI(http_client=…)``)."""
     module = _module(library)
@@ -171,5 +208,6 @@ __all__ = [
     "httpx_client",
     "instrument",
     "is_instrumented",
+    "sdk_library",
     "uninstrument",
 ]

@@ -27,12 +27,14 @@ import time
 import zlib
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from ledger.attempt import (
     Attempt,
     Call,
+    LazyRecorder,
     Prepared,
+    Recorder,
     build_event,
     clean,
     cost_of,
@@ -50,7 +52,7 @@ from ledger.errors import (
 from ledger.events import UsageEvent, new_id
 from ledger.instrument.context import Context
 from ledger.instrument.recognise import Endpoint, Recogniser, Route, refine
-from ledger.providers import Provider, make_provider
+from ledger.providers import Provider, make_provider, wire
 from ledger.providers.base import ChatRequest, Parsed, StreamParser
 from ledger.providers.openai_compat import OpenAIStyleProvider
 from ledger.session_key import DEFAULT_PREFIX, session_key
@@ -74,10 +76,6 @@ _last_call: ContextVar[tuple[tuple[str, str, str], str] | None] = ContextVar(
 
 class InstrumentationError(LedgerError):
     """Strict mode only: the instrumentation could not parse or record an attempt."""
-
-
-class Recorder(Protocol):
-    def record(self, event: UsageEvent) -> str: ...
 
 
 def strict_from_env() -> bool:
@@ -106,8 +104,7 @@ class Meter:
         self.strict = strict_from_env() if strict is None else strict
         self.sticky_key = sticky_key
         self.session_prefix = session_prefix
-        self._ledger_spec = ledger
-        self._recorder: Recorder | None = None if isinstance(ledger, str | None) else ledger
+        self._sink = LazyRecorder(ledger)
         self._providers: dict[tuple[str, str], Provider] = {}
         self._complained: set[str] = set()
         self._lock = threading.Lock()
@@ -126,17 +123,9 @@ class Meter:
 
     def record(self, event: UsageEvent) -> None:
         try:
-            self._ledger().record(event)
+            self._sink.get().record(event)
         except Exception as exc:  # the ledger is never the SDK call's problem
             self.complain("record", f"could not record attempt {event.event_id}: {exc}", exc)
-
-    def _ledger(self) -> Recorder:
-        if self._recorder is None:
-            from ledger.store.ledger import Ledger, default_ledger
-
-            spec = self._ledger_spec
-            self._recorder = Ledger(spec) if isinstance(spec, str) else default_ledger()
-        return self._recorder
 
     def provider(self, name: str, base_url: str) -> Provider:
         key = (name, base_url)
@@ -171,15 +160,14 @@ class Meter:
             data = {}
         route = refine(route, data)
         provider = self.provider(route.provider, route.base_url)
-        model = clean(_text(data.get("model")) or route.deployment, "requested_model") or "unknown"
+        model = clean(wire.text(data.get("model")) or route.deployment, "requested_model")
+        model = model or "unknown"
         # The sticky key is added to chat requests only: OpenRouter documents ``session_id``
         # for chat completions, and an unknown field could make a Responses call fail.
         inject = route.endpoint == "chat"
         replaced, sent_key = self._session_key(provider, data, ctx, inject=inject)
         call_id, attempt = _filing((route.provider, url, model), retry_count)
-        caps = provider.capabilities
-        routing = data.get("provider") if caps.provider_routing else None
-        sort, order = _routing(routing if isinstance(routing, dict) else {})
+        sort, order = _routing(provider, data)
         prep = Prepared(
             call=Call(
                 messages=(),
@@ -205,7 +193,7 @@ class Meter:
     ) -> tuple[bytes | None, str | None]:
         if not provider.capabilities.sticky_session:
             return None, None
-        sent = data.get("session_id")
+        sent = provider.sent_session_key(data)
         if isinstance(sent, str) and sent:
             return None, clean(sent, "session_key")
         if not (inject and self.sticky_key and ctx.session_id):
@@ -224,13 +212,13 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _routing(prefs: dict[str, Any]) -> tuple[str | None, str | None]:
-    sort = clean(_text(prefs.get("sort")), "routing_sort")
-    order = prefs.get("order")
+def _routing(provider: Provider, data: dict[str, Any]) -> tuple[str | None, str | None]:
+    """``(routing_sort, routing_order)`` as sent (read as the client reads them, but cut
+    to size rather than refused: the SDK's call is not ours to stop)."""
+    if not provider.capabilities.provider_routing:
+        return None, None
+    raw_sort, order = provider.sent_routing(data)
+    sort = clean(wire.text(raw_sort), "routing_sort")
     joined = None
     if isinstance(order, list) and order and all(isinstance(o, str) for o in order):
         joined = clean(",".join(order), "routing_order")
@@ -247,14 +235,37 @@ def _filing(fingerprint: tuple[str, str, str], retry_count: str | None) -> tuple
     return call_id, min(retries + 1, 32_767)
 
 
-def _decoder(encoding: str) -> Callable[[bytes], bytes] | None:
-    """A decompressor for a ``content-encoding`` (gzip/deflate); None when not supported."""
-    encoding = encoding.strip().lower()
-    if encoding == "gzip":
-        return zlib.decompressobj(zlib.MAX_WBITS | 16).decompress
-    if encoding == "deflate":
-        return zlib.decompressobj(zlib.MAX_WBITS | 32).decompress
-    return None
+#: The content codings the meter decodes (zlib's). Metered requests offer only these
+#: (the transport narrows ``accept-encoding``), so a server never answers in br or zstd,
+#: which the SDK's HTTP library might decode (when brotli/zstandard are installed)
+#: but the meter could not read.
+DECODABLE: Final = frozenset({"gzip", "deflate"})
+ACCEPT_ENCODING: Final = "gzip, deflate"
+
+
+def _decoder(header: str) -> Callable[[bytes], bytes] | None:
+    """A streaming decompressor for a ``content-encoding`` header; None for identity.
+
+    Codings are listed in the order they were applied, so they are undone in
+    reverse (as HTTP libraries do). ``ValueError`` names a coding we cannot decode.
+    """
+    steps: list[Callable[[bytes], bytes]] = []
+    for coding in reversed([c.strip().lower() for c in header.split(",")]):
+        if coding in ("", "identity"):
+            continue
+        if coding not in DECODABLE:
+            raise ValueError(coding)
+        bits = zlib.MAX_WBITS | (16 if coding == "gzip" else 32)
+        steps.append(zlib.decompressobj(bits).decompress)
+    if len(steps) <= 1:
+        return steps[0] if steps else None
+
+    def chain(data: bytes) -> bytes:
+        for step in steps:
+            data = step(data)
+        return data
+
+    return chain
 
 
 def _ms(since: float) -> float:
@@ -310,9 +321,10 @@ class Exchange:
         self.status = status
         self.headers = headers
         encoding = headers.get("content-encoding")
-        if encoding and encoding.strip().lower() != "identity":
-            self.decode = _decoder(encoding)
-            if self.decode is None:
+        if encoding:
+            try:
+                self.decode = _decoder(encoding)
+            except ValueError:
                 self.readable = False
                 self.meter.complain(f"encoding:{encoding}", f"content-encoding {encoding!r}")
         streamed = headers.get("content-type", "").startswith("text/event-stream")

@@ -10,7 +10,15 @@ request's own class (both libraries set ``__module__`` to their top name).
 
 The response body is never buffered on the SDK's behalf: each chunk is fed to
 the exchange (parsed on the fly for SSE) and handed on unchanged, so the SDK
-receives the same bytes at the same moment as without the transport.
+receives the same bytes at the same moment as without the transport. The one
+change made to a metered request (besides removing our ``x-ledger-*`` headers)
+is its ``accept-encoding``, narrowed to the codings the meter can decode
+(:data:`~ledger.instrument.meter.ACCEPT_ENCODING`).
+
+Cancellation is not a provider error: a request interrupted by
+``asyncio.CancelledError`` or ``KeyboardInterrupt`` before its response arrived
+records no row, exactly as the client records none for a cancelled call (a
+stream the caller stops reading is still recorded, as closed early).
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from typing import Any
 import httpx
 
 from ledger.instrument.context import HEADER_PREFIX, current, effective
-from ledger.instrument.meter import RETRY_HEADER, Exchange, Meter
+from ledger.instrument.meter import ACCEPT_ENCODING, DECODABLE, RETRY_HEADER, Exchange, Meter
 
 _PREFIX_LEN = len(HEADER_PREFIX)
 
@@ -149,6 +157,9 @@ class _Core:
             return None, request
         timeouts = _library(type(request)).timeouts
         exchange, body = meter.begin(route, full, content, headers.get(RETRY_HEADER), ctx, timeouts)
+        accepted = headers.get("accept-encoding")
+        if accepted is not None and not _decodable(accepted):
+            headers["accept-encoding"] = ACCEPT_ENCODING
         if body is not None:
             request = _with_body(request, body)
         return exchange, request
@@ -157,6 +168,11 @@ class _Core:
         exchange.respond(response.status_code, response.headers)
         response.stream = stream_class(response.stream, exchange)
         return response
+
+
+def _decodable(accepted: str) -> bool:
+    codings = (c.split(";", 1)[0].strip().lower() for c in accepted.split(","))
+    return all(c in DECODABLE or c in ("", "identity") for c in codings)
 
 
 def _with_body(request: Any, body: bytes) -> Any:
@@ -184,7 +200,7 @@ class MeteringTransport(_Core, httpx.BaseTransport):
             return self.inner.handle_request(request)
         try:
             response = self.inner.handle_request(request)
-        except BaseException as exc:
+        except Exception as exc:  # not BaseException: an interrupted call is no attempt
             exchange.failed(exc)
             raise
         return self._observe(exchange, response, _library(type(request)).sync_stream)
@@ -206,7 +222,7 @@ class AsyncMeteringTransport(_Core, httpx.AsyncBaseTransport):
             return await self.inner.handle_async_request(request)
         try:
             response = await self.inner.handle_async_request(request)
-        except BaseException as exc:
+        except Exception as exc:  # CancelledError is a BaseException: no row, as the client
             exchange.failed(exc)
             raise
         return self._observe(exchange, response, _library(type(request)).async_stream)

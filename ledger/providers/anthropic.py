@@ -49,11 +49,14 @@ def normalise_usage(raw: dict[str, Any], problems: list[str]) -> Usage:
     uncached = wire.count(raw.get("input_tokens"))
     read = wire.count(raw.get("cache_read_input_tokens"))
     write = wire.count(raw.get("cache_creation_input_tokens"))
+    # cache_creation splits the writes by TTL; 1-hour writes cost more than 5-minute ones.
+    write_1h = wire.count(wire.obj(raw.get("cache_creation")).get("ephemeral_1h_input_tokens"))
     return wire.UsageBuilder(problems).build(
         input_tokens=wire.safe_add(uncached, read, write),
         output_tokens=wire.count(raw.get("output_tokens")),
         cache_read=read,
         cache_write=write,
+        cache_write_1h=write_1h,
     )
 
 
@@ -183,6 +186,21 @@ class MessageStreamParser:
             self._error = in_band_error(data) or InBandError(message="error event")
 
 
+def system_prompt(contents: list[Any]) -> str | list[Any]:
+    """Anthropic's ``system`` from the system messages' contents: one string when all are
+    strings, else a list of blocks (strings become text blocks, block lists are kept as
+    they are, so ``cache_control`` breakpoints reach the API: explicit prompt caching)."""
+    if all(isinstance(c, str) for c in contents):
+        return "\n\n".join(contents)
+    blocks: list[Any] = []
+    for content in contents:
+        if isinstance(content, list):
+            blocks.extend(content)
+        elif content is not None:
+            blocks.append({"type": "text", "text": str(content)})
+    return blocks
+
+
 class AnthropicProvider(Provider):
     name = "anthropic"
     family = "anthropic_messages"
@@ -199,13 +217,14 @@ class AnthropicProvider(Provider):
     prices_provider_id = "anthropic"
 
     def build_request(self, request: ChatRequest) -> HttpRequest:
-        system: list[str] = []
+        system: list[Any] = []
         messages: list[dict[str, Any]] = []
         for message in request.messages:
             if message.get("role") == "system":
-                content = message.get("content")
-                system.append(content if isinstance(content, str) else str(content))
+                system.append(message.get("content"))
             else:
+                # Content passes through as given: a string, or a list of content blocks
+                # (text with cache_control, images…), which Anthropic takes as they are.
                 messages.append({"role": message.get("role"), "content": message.get("content")})
         body: dict[str, Any] = {
             "model": request.model,
@@ -213,7 +232,7 @@ class AnthropicProvider(Provider):
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
         }
         if system:
-            body["system"] = "\n\n".join(system)
+            body["system"] = system_prompt(system)
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.stream:

@@ -58,6 +58,10 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
+    #: Of ``cache_write_tokens``, those written with a 1-hour TTL (Anthropic's
+    #: ``cache_creation.ephemeral_1h_input_tokens``), priced at their own, higher rate.
+    #: Not a ledger column: it only makes the computed cost right.
+    cache_write_1h_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +106,9 @@ class ErrorBody:
     message: str
     code: str | None = None
     retry_after: float | None = None
+    #: Who failed behind an aggregator, when the error names it (OpenRouter's
+    #: ``error.metadata.provider_name``); None when not named.
+    upstream: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +204,18 @@ class Provider(ABC):
     def place_session_key(self, body: dict[str, Any], key: str) -> None:
         """Put the sticky session key in the request body (only sticky providers override this)."""
         raise NotImplementedError(f"{self.name} has no sticky sessions")
+
+    def sent_session_key(self, body: Mapping[str, Any]) -> Any:
+        """The sticky key a built ``body`` carries, as found (not checked), or None.
+
+        Read back from the final body rather than remembered, because
+        ``extra_body`` may have replaced what :meth:`place_session_key` put there.
+        """
+        return None
+
+    def sent_routing(self, body: Mapping[str, Any]) -> tuple[Any, Any]:
+        """``(provider.sort, provider.order)`` as a built ``body`` carries them (not checked)."""
+        return None, None
 
     @abstractmethod
     def build_request(self, request: ChatRequest) -> HttpRequest:

@@ -148,18 +148,34 @@ class GenerateStreamParser:
             out.append(text)
 
 
+def text_parts(content: Any) -> list[dict[str, Any]]:
+    """Gemini ``parts`` for an OpenAI-shaped message content: a string, or a list of
+    blocks whose text blocks (``{"type": "text", "text": …}``) become text parts.
+    Other blocks (images by URL…) have no Gemini equivalent here and are left out."""
+    if isinstance(content, str):
+        return [{"text": content}]
+    if not isinstance(content, list):
+        return [] if content is None else [{"text": str(content)}]
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append({"text": block})
+        elif isinstance(block, dict) and isinstance(block.get("text"), str):
+            parts.append({"text": block["text"]})
+    return parts
+
+
 def _contents(request: ChatRequest) -> tuple[list[dict[str, Any]], list[str]]:
     contents: list[dict[str, Any]] = []
     system: list[str] = []
     for message in request.messages:
-        content = message.get("content")
-        text = content if isinstance(content, str) else str(content)
+        parts = text_parts(message.get("content"))
         role = message.get("role")
         if role == "system":
-            system.append(text)
+            system.extend(part["text"] for part in parts)
         else:
             gemini_role = "model" if role == "assistant" else "user"
-            contents.append({"role": gemini_role, "parts": [{"text": text}]})
+            contents.append({"role": gemini_role, "parts": parts})
     return contents, system
 
 

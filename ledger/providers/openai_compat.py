@@ -24,6 +24,7 @@ One wire format with per-provider differences:
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
 
@@ -234,8 +235,12 @@ class ChatStreamParser:
                 out.append(piece)
 
 
-def parse_openai_error(body: bytes) -> ErrorBody:
-    """The message and code of an OpenAI-shaped error body (OpenRouter's retry hint included)."""
+def parse_openai_error(body: bytes, *, reads_upstream: bool = False) -> ErrorBody:
+    """The message and code of an OpenAI-shaped error body (OpenRouter's retry hint included).
+
+    ``reads_upstream``: take the failing upstream from ``error.metadata.provider_name``
+    (OpenRouter names it when an upstream failed; null when OpenRouter itself refused).
+    """
     data = wire.loads(body)
     error = wire.obj(wire.obj(data).get("error"))
     if not error:
@@ -243,10 +248,14 @@ def parse_openai_error(body: bytes) -> ErrorBody:
     retry = wire.count(wire.obj(error.get("availability")).get("retry_after"))
     code = error.get("code")
     word = wire.text(error.get("type")) or wire.text(error.get("error_type"))
+    upstream = None
+    if reads_upstream:
+        upstream = wire.text(wire.obj(error.get("metadata")).get("provider_name"))
     return ErrorBody(
         message=wire.text(error.get("message")) or "no message",
         code=str(code) if isinstance(code, str | int) and not isinstance(code, bool) else word,
         retry_after=float(retry) if retry is not None and retry >= 0 else None,
+        upstream=upstream,
     )
 
 
@@ -390,6 +399,21 @@ class OpenRouterProvider(OpenAIStyleProvider):
 
     def place_session_key(self, body: dict[str, Any], key: str) -> None:
         body["session_id"] = key
+
+    def sent_session_key(self, body: Mapping[str, Any]) -> Any:
+        return body.get("session_id")
+
+    def sent_routing(self, body: Mapping[str, Any]) -> tuple[Any, Any]:
+        prefs = body.get("provider")
+        if not isinstance(prefs, dict):
+            return None, None
+        sort = prefs.get("sort")
+        if isinstance(sort, dict):  # the documented object form: {"by": "price", "partition": …}
+            sort = sort.get("by")
+        return sort, prefs.get("order")
+
+    def parse_error(self, status: int, body: bytes) -> ErrorBody:
+        return parse_openai_error(body, reads_upstream=True)
 
     def body(self, request: ChatRequest) -> dict[str, Any]:
         body = super().body(request)

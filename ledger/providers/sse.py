@@ -32,7 +32,10 @@ class SSEEvent:
 
 class SSEDecoder:
     def __init__(self) -> None:
-        self._buffer = b""
+        # The unfinished last line, as the pieces it arrived in: joined only once its
+        # newline arrives, so a long line fed in small chunks costs linear time.
+        self._pieces: list[bytes] = []
+        self._held = 0
         self._event = ""
         self._data: list[str] = []
         self.comments = 0
@@ -61,30 +64,40 @@ class SSEDecoder:
         if b"\r" in chunk:
             self._pending_cr = chunk[-1:] == b"\r"
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        data = self._buffer + chunk if self._buffer else chunk
-        cut = data.rfind(b"\n")
+        cut = chunk.rfind(b"\n")
         if cut < 0:
-            self._keep(data)
+            self._hold(chunk)
             return []
-        self._keep(data[cut + 1 :])
+        if self._pieces:
+            self._pieces.append(chunk[:cut])
+            data = b"".join(self._pieces)
+            self._pieces, self._held = [], 0
+        else:
+            data = chunk[:cut]
+        self._hold(chunk[cut + 1 :])
         events: list[tuple[str, str]] = []
-        self._lines(data[:cut].decode("utf-8", errors="replace").split("\n"), events)
+        self._lines(data.decode("utf-8", errors="replace").split("\n"), events)
         return events
 
     def close_pairs(self) -> list[tuple[str, str]]:
         """:meth:`close`, as ``(event, data)`` pairs."""
         events: list[tuple[str, str]] = []
-        lines = [self._buffer.decode("utf-8", errors="replace")] if self._buffer else []
-        self._buffer = b""
+        rest = b"".join(self._pieces)
+        lines = [rest.decode("utf-8", errors="replace")] if rest else []
+        self._pieces, self._held = [], 0
         self._lines([*lines, ""], events)  # the blank line dispatches what is pending
         return events
 
-    def _keep(self, partial: bytes) -> None:
-        """Hold the unfinished last line until its end arrives (or drop it if absurd)."""
-        if len(partial) > MAX_LINE_BYTES:
-            partial = b""
+    def _hold(self, partial: bytes) -> None:
+        """Hold a piece of the unfinished last line until its end arrives (or drop the
+        line held so far if it grew absurd)."""
+        if not partial:
+            return
+        self._pieces.append(partial)
+        self._held += len(partial)
+        if self._held > MAX_LINE_BYTES:
+            self._pieces, self._held = [], 0
             self.dropped_lines += 1
-        self._buffer = partial
 
     def _lines(self, lines: list[str], events: list[tuple[str, str]]) -> None:
         # State in locals for the loop: attribute access per line is what made this slow.

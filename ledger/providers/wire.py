@@ -111,6 +111,7 @@ class UsageBuilder:
         cache_read: int | None = None,
         cache_write: int | None = None,
         reasoning: int | None = None,
+        cache_write_1h: int | None = None,
     ) -> Usage:
         total_in = self._clamp("input_tokens", input_tokens)
         read = self._clamp("cache_read_tokens", cache_read)
@@ -121,12 +122,17 @@ class UsageBuilder:
         if write > total_in:
             self._problems.append(f"cache_write_tokens {write} > input_tokens {total_in}; lowered")
             write = total_in
+        write_1h = self._clamp("cache_write_1h_tokens", cache_write_1h)
+        if write_1h > write:
+            self._problems.append(f"1-hour cache writes {write_1h} > cache_write_tokens; lowered")
+            write_1h = write
         return Usage(
             input_tokens=total_in,
             output_tokens=self._clamp("output_tokens", output_tokens),
             cache_read_tokens=read,
             cache_write_tokens=write,
             reasoning_tokens=self._clamp("reasoning_tokens", reasoning),
+            cache_write_1h_tokens=write_1h,
         )
 
 

@@ -1,5 +1,6 @@
-"""Fixtures for the SDK instrumentation: strict mode on, an in-memory recorder, and real
-loopback servers (the simulator's HTTP server, and one replaying recorded payloads)."""
+"""Fixtures for the SDK instrumentation: an in-memory recorder, and real loopback servers
+(the simulator's HTTP server, and one replaying recorded payloads). Strict mode is on for
+the whole suite (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,6 @@ import pytest
 from ledger.events import UsageEvent, to_row
 from ledger.simulator import Simulator, VirtualClock, serve_in_thread
 from tests.llm_loopback import LoopbackLLM
-
-
-@pytest.fixture(autouse=True)
-def strict(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail loudly in tests: a parsing or recording failure raises instead of logging."""
-    monkeypatch.setenv("LEDGER_STRICT", "1")
 
 
 class Rows:

@@ -4,12 +4,13 @@ path, ``(event, data)`` pairs) change nothing a parser can see."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.providers.sse import SSEDecoder, SSEEvent
+from ledger.providers.sse import MAX_LINE_BYTES, SSEDecoder, SSEEvent
 
 PAYLOADS = Path(__file__).resolve().parent.parent / "fixtures" / "payloads"
 
@@ -129,3 +130,28 @@ def test_pairs_are_the_events_fields() -> None:
         (e.event, e.data) for e in decoder.feed(raw) + decoder.close()
     ]
     assert pairs.feed_pairs(b"") == [] and pairs.comments == 1
+
+
+def test_a_huge_line_fed_in_small_chunks_decodes_in_linear_time() -> None:
+    # 8 MB of one data line in 4 KB network reads: re-joining the whole held line on every
+    # read made this quadratic (3.4 s); pieces joined once take milliseconds.
+    payload = b"x" * 8_000_000
+    stream = b"data: " + payload + b"\n\n"
+    decoder = SSEDecoder()
+    started = time.perf_counter()
+    events = []
+    for i in range(0, len(stream), 4096):
+        events.extend(decoder.feed(stream[i : i + 4096]))
+    elapsed = time.perf_counter() - started
+    assert [len(e.data) for e in events] == [len(payload)]
+    assert decoder.dropped_lines == 0
+    assert elapsed < 1.0, f"{elapsed:.2f} s"
+
+
+def test_a_line_beyond_the_limit_is_dropped_not_buffered_forever() -> None:
+    decoder = SSEDecoder()
+    chunk = b"y" * 65_536
+    for _ in range(MAX_LINE_BYTES // len(chunk) + 1):
+        assert decoder.feed(chunk) == []
+    assert decoder.dropped_lines == 1
+    assert decoder.feed(b"\n\ndata: ok\n\n")[-1].data == "ok"
