@@ -6,7 +6,7 @@ OpenAI and Anthropic, a third of calls streamed, on a virtual clock with idle
 gaps. Baseline, measured in the same run: the same requests through
 ``httpx.MockTransport`` returning a canned body (httpx's own cost per call).
 
-    .venv/bin/python bench/simulator_throughput.py [--calls 10000]
+    .venv/bin/python bench/bench_simulator.py [--calls 10000]
 """
 
 from __future__ import annotations
