@@ -34,7 +34,7 @@ from streamlit.testing.v1 import AppTest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from dashboards import queries  # noqa: E402
+from dashboards.summary import bucket_for  # noqa: E402
 from ledger.analytics import Analytics, Filters  # noqa: E402
 
 APP = REPO / "dashboards" / "app.py"
@@ -45,26 +45,26 @@ F = Filters()
 # queries need a session id, so they are timed apart).
 BASELINES: dict[str, list[Callable[[Analytics], Any]]] = {
     "views/overview.py": [
-        lambda a: queries.ledger_options(a),
-        lambda a: queries.overview_totals(a, F),
-        lambda a: queries.prompt_cache_saving(a, F),
-        lambda a: queries.response_cache_saving(a, F),
-        lambda a: queries.timeline(a, F, queries.bucket_for(queries_span(a))),
+        lambda a: a.ledger_options(),
+        lambda a: a.overview_totals(F),
+        lambda a: a.prompt_cache_saving(F),
+        lambda a: a.response_cache_saving(F),
+        lambda a: a.timeline(F, bucket_for(queries_span(a))),
     ],
     "views/stickiness.py": [
         lambda a: a.agent_stickiness(F),
-        lambda a: queries.top_sessions(a, F),
+        lambda a: a.top_sessions(F),
     ],
     "views/cache.py": [
         lambda a: a.cache_hits_by_agent(F),
         lambda a: a.cache_hits(F),
-        lambda a: queries.cache_decay(a, F),
+        lambda a: a.cache_decay(F),
     ],
     "views/cost.py": [
         lambda a: a.cost_attribution(F),
-        lambda a: queries.fallback_cost(a, F),
-        lambda a: queries.failed_attempts(a, F),
-        lambda a: queries.cost_by_agent(a, F),
+        lambda a: a.fallback_cost(F),
+        lambda a: a.failed_attempts(F),
+        lambda a: a.cost_by_agent(F),
     ],
     "views/upstreams.py": [
         lambda a: a.upstream_scorecard(F),
@@ -74,7 +74,7 @@ BASELINES: dict[str, list[Callable[[Analytics], Any]]] = {
 
 
 def queries_span(a: Analytics) -> Any:
-    options = queries.ledger_options(a)
+    options = a.ledger_options()
     return options.last_at - options.first_at  # type: ignore[operator]
 
 

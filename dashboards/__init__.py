@@ -1,13 +1,12 @@
 """The Streamlit dashboard over the ledger's analytics (``ledger dashboard``).
 
 ``app.py`` is the router and frame (navigation, sidebar filters, empty and
-error states); ``views/`` holds one script per page. The helpers beside them:
+error states); ``views/`` holds one script per page. Every number comes from
+the analytics layer (:class:`~ledger.analytics.Analytics`); nothing here writes
+SQL. The helpers beside them:
 
 * :mod:`dashboards.data`: the cached :class:`~ledger.analytics.Analytics`
   resource and cached, filter-keyed results;
-* :mod:`dashboards.queries`: the few figures the analytics API does not offer
-  yet (parametrised DuckDB SQL over the views, meant to move into the
-  analytics layer);
 * :mod:`dashboards.summary`: pure arithmetic over view results (headline rates);
 * :mod:`dashboards.fmt`: money, rates and tables with CSV downloads;
 * :mod:`dashboards.filters`: the shared sidebar filters;

@@ -6,8 +6,8 @@
 * :func:`data_version` syncs new ledger rows at most every ``REFRESH_S``
   seconds; its value (the last copied id and row count) is part of every
   result's cache key, so results recompute exactly when the ledger grew.
-* :func:`load` runs one named figure (a view or a :mod:`dashboards.queries`
-  function) for the sidebar's :class:`Filters`, through ``st.cache_data``.
+* :func:`load` runs one named figure (a view or an ``Analytics`` figure method)
+  for the sidebar's :class:`Filters`, through ``st.cache_data``.
 
 Pages never touch SQL or the connection: they call :func:`load`.
 """
@@ -19,8 +19,7 @@ from typing import Any, Final
 
 import streamlit as st
 
-from dashboards import queries
-from ledger.analytics import Analytics, Filters
+from ledger.analytics import Analytics, Filters, LedgerOptions
 from ledger.errors import DatabaseError
 from ledger.store.engine import database_url, display_url, make_engine, sqlite_path
 from ledger.store.migrate import check_schema
@@ -91,8 +90,11 @@ def _view(name: str) -> Callable[[Analytics, Filters], Any]:
     return read
 
 
-def _cache_hits_by_agent(analytics: Analytics, filters: Filters) -> Any:
-    return analytics.cache_hits_by_agent(filters)
+def _method(name: str) -> Callable[..., Any]:
+    def read(analytics: Analytics, filters: Filters, *args: Any) -> Any:
+        return getattr(analytics, name)(filters, *args)
+
+    return read
 
 
 #: Every figure a page may ask for, by name (names make stable cache keys).
@@ -108,18 +110,23 @@ LOADERS: Final[dict[str, Callable[..., Any]]] = {
             "provider_order_verdict",
         )
     },
-    "cache_hits_by_agent": _cache_hits_by_agent,
-    "overview_totals": queries.overview_totals,
-    "timeline": queries.timeline,
-    "prompt_cache_saving": queries.prompt_cache_saving,
-    "response_cache_saving": queries.response_cache_saving,
-    "cost_by_agent": queries.cost_by_agent,
-    "fallback_cost": queries.fallback_cost,
-    "failed_attempts": queries.failed_attempts,
-    "cache_decay": queries.cache_decay,
-    "top_sessions": queries.top_sessions,
-    "session_attempts": queries.session_attempts,
-    "session_moves": queries.session_moves,
+    **{
+        name: _method(name)
+        for name in (
+            "cache_hits_by_agent",
+            "overview_totals",
+            "timeline",
+            "prompt_cache_saving",
+            "response_cache_saving",
+            "cost_by_agent",
+            "fallback_cost",
+            "failed_attempts",
+            "cache_decay",
+            "top_sessions",
+            "session_attempts",
+            "session_moves",
+        )
+    },
 }
 
 
@@ -137,11 +144,11 @@ def load(name: str, filters: Filters, *args: Any) -> Any:
 
 
 @st.cache_data(ttl=RESULT_TTL_S, show_spinner=False)
-def _options(url: str, version: tuple[int, int]) -> queries.LedgerOptions:
-    return queries.ledger_options(analytics_for(url))
+def _options(url: str, version: tuple[int, int]) -> LedgerOptions:
+    return analytics_for(url).ledger_options()
 
 
-def options() -> queries.LedgerOptions:
+def options() -> LedgerOptions:
     """What the whole ledger holds (for the filters); raises when the ledger is unfit."""
     url = ledger_url()
     return _options(url, data_version(url))

@@ -13,8 +13,7 @@ from typing import Final
 
 import streamlit as st
 
-from dashboards.queries import LedgerOptions
-from ledger.analytics import Filters
+from ledger.analytics import Filters, LedgerOptions
 
 SESSION_KEY: Final = "ledger_filters"
 CUSTOM: Final = "Custom dates"

@@ -6,8 +6,9 @@ money sums only known costs and is ``None`` when none is known.
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 import pandas as pd
 
@@ -81,5 +82,25 @@ def first_value(frame: pd.DataFrame, column: str) -> Any:
 
 def call_hit_rate(by_agent: pd.DataFrame) -> float | None:
     """Served attempts that read the cache / served attempts, over ``cache_hits_by_agent`` rows."""
-    hit_calls = (by_agent["call_hit_rate"].fillna(0) * by_agent["calls"]).round().sum()
-    return ratio(hit_calls, by_agent["calls"].sum())
+    return ratio(by_agent["hit_calls"].sum(), by_agent["calls"].sum())
+
+
+#: Bucket widths a timeline may use, smallest first.
+BUCKETS: Final = (
+    dt.timedelta(minutes=1),
+    dt.timedelta(minutes=5),
+    dt.timedelta(minutes=15),
+    dt.timedelta(hours=1),
+    dt.timedelta(hours=6),
+    dt.timedelta(days=1),
+    dt.timedelta(days=7),
+)
+MAX_BUCKETS: Final = 200
+
+
+def bucket_for(span: dt.timedelta) -> dt.timedelta:
+    """The smallest bucket that draws ``span`` in at most MAX_BUCKETS bars."""
+    for width in BUCKETS:
+        if span / width <= MAX_BUCKETS:
+            return width
+    return BUCKETS[-1]

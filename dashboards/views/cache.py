@@ -7,7 +7,6 @@ import pandas as pd
 import streamlit as st
 
 from dashboards import data, filters, fmt, state, summary
-from dashboards.queries import GAP_LABELS
 from ledger.analytics import Filters
 
 KEY_COLORS = alt.Color("session key:N", sort=["sent", "not sent"])
@@ -60,11 +59,12 @@ def decay(chosen: Filters) -> None:
         st.info("No session has two served calls under these filters.")
         return
     shown = summary.label_key_sent(frame)
+    gaps = list(dict.fromkeys(frame.sort_values("gap_order")["idle_gap"]))
     st.altair_chart(
         alt.Chart(shown)
         .mark_line(point=True)
         .encode(
-            x=alt.X("idle_gap:N", sort=list(GAP_LABELS), title="idle gap before the call"),
+            x=alt.X("idle_gap:N", sort=gaps, title="idle gap before the call"),
             y=alt.Y("token_hit_rate:Q", title="token hit rate", axis=alt.Axis(format="%")),
             color=KEY_COLORS,
             tooltip=["idle_gap:N", "session key:N", "calls:Q",
@@ -75,7 +75,7 @@ def decay(chosen: Filters) -> None:
     )  # fmt: skip
     st.caption("OpenRouter's sticky pin expires after 10 minutes idle; provider prompt caches "
                "also expire (typically 5–60 minutes).")  # fmt: skip
-    fmt.table(frame.drop(columns=["gap_order"]), "cache_decay")
+    fmt.table(frame.drop(columns=["gap_order", "gap_from_s", "gap_to_s"]), "cache_decay")
 
 
 def main() -> None:

@@ -9,9 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from dashboards import data, filters, fmt, state
-from dashboards.queries import Saving, bucket_for
-from dashboards.summary import ratio
-from ledger.analytics import Filters
+from dashboards.summary import bucket_for, ratio
+from ledger.analytics import Filters, Saving
 
 
 def _saving(label: str, saving: Saving, unit: str, help_text: str) -> None:

@@ -8,6 +8,7 @@ returns pandas DataFrames.
 
 from ledger.analytics.api import Analytics
 from ledger.analytics.export import ExportResult
+from ledger.analytics.figures import LedgerOptions, Saving
 from ledger.analytics.local import AnalyticsBusy
 from ledger.analytics.settings import ENV_ANALYTICS_PATH, AnalyticsSettings, analytics_path_for
 from ledger.analytics.sync import SyncResult
@@ -22,6 +23,8 @@ __all__ = [
     "AnalyticsSettings",
     "ExportResult",
     "Filters",
+    "LedgerOptions",
+    "Saving",
     "SyncResult",
     "analytics_path_for",
 ]

@@ -17,6 +17,7 @@ costs two index lookups when the ledger has nothing new.
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from pathlib import Path
 from types import TracebackType
@@ -26,7 +27,7 @@ import duckdb
 import pandas as pd  # type: ignore[import-untyped]
 from sqlalchemy.engine import URL
 
-from ledger.analytics import local, views
+from ledger.analytics import figures, local, views
 from ledger.analytics.export import ExportResult, export_parquet
 from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.analytics.source import LedgerSource
@@ -44,6 +45,7 @@ SELECT
     CAST(sum(input_tokens) AS BIGINT) AS input_tokens,
     CAST(sum(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
     CAST(sum(cache_read_tokens) AS DOUBLE) / nullif(sum(input_tokens), 0) AS token_hit_rate,
+    CAST(sum(hit_calls) AS BIGINT) AS hit_calls,
     CAST(sum(hit_calls) AS DOUBLE) / nullif(sum(calls), 0) AS call_hit_rate,
     CAST(sum(response_cache_hits) AS BIGINT) AS response_cache_hits
 FROM cache_hits
@@ -160,12 +162,25 @@ class Analytics:
         """View ``name`` over every row, or over the rows ``filters`` selects."""
         return self._over(name, filters, f'SELECT * FROM "{name}"')  # noqa: S608
 
-    def _over(self, name: str, filters: Filters | None, select: str) -> pd.DataFrame:
+    def _over(
+        self,
+        name: str,
+        filters: Filters | None,
+        select: str,
+        parameters: dict[str, Any] | None = None,
+    ) -> pd.DataFrame:
+        """``select`` (reading ``name``, what it depends on, and ``token_usage``) over
+        every row through the stored views, or over the rows ``filters`` selects."""
         views.view_sql(name)  # raises KeyError naming the views on a typo
         if filters is None or filters.empty:
-            # Fast path: the stored view, no CTE rewriting.
-            return self.sql(select)
-        return self.sql(views.filtered_query(name, select), filters.parameters())
+            # Fast path: the stored views, read from the aggregates sync keeps.
+            return self.sql(select, parameters or None)
+        if select.lstrip().upper().startswith("WITH"):
+            # filtered_query puts its own CTEs first; a nested WITH still sees them.
+            select = f"SELECT * FROM ({select})"  # noqa: S608 (module constants)
+        return self.sql(
+            views.filtered_query(name, select), {**filters.parameters(), **(parameters or {})}
+        )
 
     def cache_hits_by_agent(self, filters: Filters | None = None) -> pd.DataFrame:
         """``cache_hits`` summed over upstreams: one row per agent, model and key_sent."""
@@ -194,6 +209,63 @@ class Analytics:
 
     def provider_order_verdict(self, filters: Filters | None = None) -> pd.DataFrame:
         return self.view("provider_order_verdict", filters)
+
+    # -- figures for the dashboard and the demo ------------------------------
+
+    def ledger_options(self) -> figures.LedgerOptions:
+        """What the whole ledger holds: row count, time span, agents, models, providers."""
+        return figures.options_from(self.sql(figures.OPTIONS))
+
+    def overview_totals(self, filters: Filters | None = None) -> dict[str, Any]:
+        """Calls, spend, fallbacks and failures (the ``overview_totals`` view) as a dict."""
+        return figures.totals_from(self.view("overview_totals", filters))
+
+    def timeline(self, filters: Filters | None, bucket: dt.timedelta) -> pd.DataFrame:
+        """Per ``bucket`` of time: calls, spend, fallbacks, response-cache hits, failures."""
+        seconds = int(bucket.total_seconds())
+        return self._over("calls", filters, figures.TIMELINE, {"bucket": f"{seconds} seconds"})
+
+    def prompt_cache_saving(self, filters: Filters | None = None) -> figures.Saving:
+        """What prompt-cache reads saved at list prices (genai-prices)."""
+        return figures.prompt_cache_saving(self.view("prompt_cache_reads", filters))
+
+    def response_cache_saving(self, filters: Filters | None = None) -> figures.Saving:
+        """Response-cache hits times the mean known cost of a served call of the same model."""
+        return figures.response_cache_saving(self.view("response_cache_models", filters))
+
+    def cost_by_agent(self, filters: Filters | None = None) -> pd.DataFrame:
+        """``cost_by_agent``, dearest first."""
+        return self._over("cost_by_agent", filters, figures.COST_BY_AGENT)
+
+    def fallback_cost(self, filters: Filters | None = None) -> pd.DataFrame:
+        """``fallback_cost``, dearest first."""
+        return self._over("fallback_cost", filters, figures.FALLBACK_COST)
+
+    def failed_attempts(self, filters: Filters | None = None) -> pd.DataFrame:
+        """``failed_attempts``, most frequent first."""
+        return self._over("failed_attempts", filters, figures.FAILED_ATTEMPTS)
+
+    def cache_decay(self, filters: Filters | None = None) -> pd.DataFrame:
+        """``cache_decay``, shortest gaps first, keyed attempts before keyless ones."""
+        return self._over("cache_decay", filters, figures.CACHE_DECAY)
+
+    def top_sessions(self, filters: Filters | None = None, limit: int = 200) -> pd.DataFrame:
+        """The sessions worth a look first: most switches, then idle releases, then calls."""
+        return self._over("session_stickiness", filters, figures.TOP_SESSIONS, {"limit": limit})
+
+    def session_attempts(
+        self, filters: Filters | None, session_id: str, actor_id: str | None, model: str
+    ) -> pd.DataFrame:
+        """Every attempt of one session (failed and response-cache ones included), in order."""
+        key = {"session_id": session_id, "actor_id": actor_id, "model": model}
+        return self._over("calls", filters, figures.SESSION_ATTEMPTS, key)
+
+    def session_moves(
+        self, filters: Filters | None, session_id: str, actor_id: str | None, model: str
+    ) -> pd.DataFrame:
+        """One session's switches and idle releases (from ``transitions``)."""
+        key = {"session_id": session_id, "actor_id": actor_id, "model": model}
+        return self._over("transitions", filters, figures.SESSION_MOVES, key)
 
     def export(self, directory: Path, *, progress: ProgressCallback | None = None) -> ExportResult:
         """Write ``token_usage`` as Parquet under ``directory``, one folder per day."""

@@ -45,6 +45,10 @@ class AnalyticsSettings:
     million input tokens over the alternative's projected one.
     ``max_cost_increase``: how much dearer (relative) the alternative may be,
     after losing the cache, and still be worth it for errors or latency.
+    ``pinned_share_min``: share of a model's pinned sessions (0.1 = 10 %) from
+    which an upstream holding them is judged too; the upstream holding the most
+    is always judged, and the verdict is ``warranted`` when any judged one is
+    worse with confidence.
     ``cache_read_price_ratio``: price of a cache-read input token relative to an
     uncached one, used to project the alternative's cost at the hit rate seen
     without sticky routing (0.1 is Anthropic's ratio; a low ratio values the
@@ -59,13 +63,15 @@ class AnalyticsSettings:
     cost_margin: float = 0.10
     max_cost_increase: float = 0.10
     cache_read_price_ratio: float = 0.1
+    pinned_share_min: float = 0.1
 
     def __post_init__(self) -> None:
         for name, value in self.as_dict().items():
             if not value >= 0:  # also rejects NaN
                 raise ValueError(f"analytics setting {name} must be >= 0, got {value!r}")
-        if self.cache_read_price_ratio > 1:
-            raise ValueError("cache_read_price_ratio must be within [0, 1]")
+        for name in ("cache_read_price_ratio", "pinned_share_min"):
+            if getattr(self, name) > 1:
+                raise ValueError(f"{name} must be within [0, 1]")
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: float(getattr(self, f.name)) for f in dataclasses.fields(self)}

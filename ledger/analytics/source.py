@@ -10,9 +10,9 @@ casts into DuckDB's types, so both backends land identically.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Final
 
 import adbc_driver_postgresql.dbapi
@@ -27,14 +27,6 @@ from ledger.store.engine import display_url, sqlite_path
 
 #: Rows per Arrow batch asked of the drivers: big enough to amortise the calls.
 BATCH_ROWS: Final = 65_536
-
-
-@dataclass(frozen=True, slots=True)
-class SourceState:
-    """What the ledger holds above a given id: the cheap check before a sync."""
-
-    max_id: int | None
-    rows_above: int
 
 
 def column_kind(column: Any) -> str:
@@ -77,22 +69,44 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def sqlite_select() -> str:
-    """The SQLite read: a typed sentinel row, then every row above ``?`` in id order."""
+# The gaps a sync probes travel as one JSON text parameter, ``[[lo, hi], …]``
+# (open intervals), joined to the primary key so each costs an index lookup.
+_SQLITE_RANGES: Final = (
+    f"json_each(?) AS g CROSS JOIN {TABLE_NAME} AS t "  # CROSS JOIN: the ranges drive
+    "WHERE t.id > json_extract(g.value, '$[0]') AND t.id < json_extract(g.value, '$[1]')"
+)
+_PG_RANGES: Final = (
+    f"jsonb_array_elements($1::jsonb) AS g(r) JOIN {TABLE_NAME} AS t "
+    "ON t.id > (g.r->>0)::bigint AND t.id < (g.r->>1)::bigint"
+)
+
+
+def sqlite_select(ranges: bool = False) -> str:
+    """The SQLite read: a typed sentinel row, then every row above ``?`` (or in the
+    ranges of a JSON parameter) in id order."""
     sentinel, columns = [], []
     for col in token_usage.columns:
         sql_type, zero = _SQLITE_CAST[column_kind(col)]
         sentinel.append(f"{'-1' if col.name == 'id' else zero} AS {_quoted(col.name)}")
-        columns.append(f"CAST({_quoted(col.name)} AS {sql_type})")
+        columns.append(f"CAST(t.{_quoted(col.name)} AS {sql_type})")
+    where = _SQLITE_RANGES if ranges else f"{TABLE_NAME} AS t WHERE t.id > ?"
     return (
         f"SELECT {', '.join(sentinel)} UNION ALL SELECT * FROM ("  # noqa: S608
-        f"SELECT {', '.join(columns)} FROM {TABLE_NAME} WHERE id > ? ORDER BY id)"
+        f"SELECT {', '.join(columns)} FROM {where} ORDER BY t.id)"
     )
 
 
-def postgres_select() -> str:
-    columns = [f"{_quoted(c.name)}{_PG_CAST.get(column_kind(c), '')}" for c in token_usage.columns]
-    return f"SELECT {', '.join(columns)} FROM {TABLE_NAME} WHERE id > $1 ORDER BY id"  # noqa: S608
+def postgres_select(ranges: bool = False) -> str:
+    columns = [
+        f"t.{_quoted(c.name)}{_PG_CAST.get(column_kind(c), '')} AS {_quoted(c.name)}"
+        for c in token_usage.columns
+    ]
+    where = _PG_RANGES if ranges else f"{TABLE_NAME} AS t WHERE t.id > $1"
+    return f"SELECT {', '.join(columns)} FROM {where} ORDER BY t.id"  # noqa: S608
+
+
+def ranges_json(ranges: Sequence[tuple[int, int]]) -> str:
+    return json.dumps([[int(lo), int(hi)] for lo, hi in ranges])
 
 
 class LedgerSource:
@@ -128,28 +142,58 @@ class LedgerSource:
             ) from None
         try:
             with conn.cursor() as cur:
+                if self.backend == "postgresql":
+                    # The gap probes' row estimates are wild guesses that would
+                    # trigger JIT compilation, slower than the lookups themselves.
+                    cur.execute("SET jit = off")
                 yield cur
         finally:
             conn.close()
 
-    def state(self, above_id: int) -> SourceState:
-        """The ledger's max id and how many rows sit above ``above_id`` (index-only)."""
-        placeholder = "?" if self.backend == "sqlite" else "$1"
-        sql = f"SELECT max(id), count(*) FROM {TABLE_NAME} WHERE id > {placeholder}"  # noqa: S608
+    def _one(self, sql: str, parameter: object) -> int | None:
+        with self._cursor() as cur:
+            cur.execute(sql, parameters=(parameter,))
+            (value,) = cur.fetchone()
+        return None if value is None else int(value)
+
+    def max_id(self) -> int | None:
+        """The ledger's highest id (the primary key's last entry)."""
         with self._cursor() as cur:
             cur.execute(f"SELECT max(id) FROM {TABLE_NAME}")  # noqa: S608
-            (max_id,) = cur.fetchone()
-            cur.execute(sql, parameters=(above_id,))
-            _, rows_above = cur.fetchone()
-        return SourceState(None if max_id is None else int(max_id), int(rows_above))
+            (value,) = cur.fetchone()
+        return None if value is None else int(value)
+
+    def count_above(self, above_id: int) -> int:
+        """How many rows have ``id > above_id`` (an index range count)."""
+        placeholder = "?" if self.backend == "sqlite" else "$1"
+        sql = f"SELECT count(*) FROM {TABLE_NAME} WHERE id > {placeholder}"  # noqa: S608
+        return self._one(sql, above_id) or 0
+
+    def count_in(self, ranges: Sequence[tuple[int, int]]) -> int:
+        """How many rows have an id inside one of the open intervals ``ranges``."""
+        if not ranges:
+            return 0
+        join = _SQLITE_RANGES if self.backend == "sqlite" else _PG_RANGES
+        return self._one(f"SELECT count(*) FROM {join}", ranges_json(ranges)) or 0  # noqa: S608
 
     def batches(self, above_id: int) -> Iterator[pa.RecordBatch]:
         """Every row with ``id > above_id`` in id order, as Arrow batches."""
         sql = sqlite_select() if self.backend == "sqlite" else postgres_select()
+        return self._batches(sql, above_id)
+
+    def batches_in(self, ranges: Sequence[tuple[int, int]]) -> Iterator[pa.RecordBatch]:
+        """Every row inside the open intervals ``ranges``, in id order, as Arrow batches."""
+        if self.backend == "sqlite":
+            sql = sqlite_select(ranges=True)
+        else:
+            sql = postgres_select(ranges=True)
+        return self._batches(sql, ranges_json(ranges))
+
+    def _batches(self, sql: str, parameter: object) -> Iterator[pa.RecordBatch]:
         with self._cursor() as cur:
             if self.backend == "sqlite":
                 cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
-            cur.execute(sql, parameters=(above_id,))
+            cur.execute(sql, parameters=(parameter,))
             reader = cur.fetch_record_batch()
             for batch in reader:
                 if batch.num_rows:

@@ -13,8 +13,9 @@ views stored in the file (``views/stored/<name>.sql``) read those instead:
     ``sid``: served calls, distinct upstream lists, the last served attempt
     and the transition counts that do not depend on the idle window.
 ``state_transitions``
-    one row per transition with its gap and whether the identity changed; the
-    idle window (a setting) is applied when the views read them.
+    one row per transition with its gap, whether the identity changed and the
+    later attempt's input and cache-read tokens; the idle window (a setting) is
+    applied when the views read them.
 ``state_rollup``
     row counts and token/cost sums per (agent, model, provider, upstream,
     key_sent, status, response_cache_hit, attempt >= 1): ``cache_hits``, the
@@ -30,7 +31,8 @@ is a session whose new served attempt sorts *before* its last known one (a
 late commit, a skewed clock): such sessions are recomputed from their rows.
 ``state_meta`` records the row count and max id the state reflects; when the
 table no longer matches (the file came from an older version, or someone
-edited ``token_usage`` by hand), the state is rebuilt from the rows.
+edited ``token_usage`` by hand), the state is rebuilt from the rows. The
+copy's id gaps (:mod:`ledger.analytics.gaps`) are kept with the state.
 """
 
 # Every SQL string here is composed from this module's constants and
@@ -38,17 +40,23 @@ edited ``token_usage`` by hand), the state is rebuilt from the rows.
 # ruff: noqa: S608
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import functools
+import itertools
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import duckdb
 
+from ledger.analytics import gaps, session_state
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 1
+STATE_VERSION: Final = 2
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
+#: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).
+REBUILD_CHUNK_ROWS: Final = 2_000_000
 
 STATE_TABLES: Final = (
     "state_calls",
@@ -80,7 +88,8 @@ STATE_DDL: Final = (
     """CREATE TABLE IF NOT EXISTS state_transitions (
         sid BIGINT NOT NULL, session_id VARCHAR, actor_id VARCHAR, requested_model VARCHAR,
         previous_started_at TIMESTAMPTZ, started_at TIMESTAMPTZ, previous_upstream VARCHAR,
-        upstream VARCHAR, key_sent BOOLEAN, gap_s DOUBLE, changed BOOLEAN)""",
+        upstream VARCHAR, key_sent BOOLEAN, gap_s DOUBLE, changed BOOLEAN,
+        input_tokens INTEGER, cache_read_tokens INTEGER)""",
     """CREATE TABLE IF NOT EXISTS state_rollup (
         actor_id VARCHAR, requested_model VARCHAR, provider VARCHAR, upstream VARCHAR,
         key_sent BOOLEAN, status VARCHAR, response_cache_hit BOOLEAN, is_attempt BOOLEAN,
@@ -184,134 +193,10 @@ FROM ({_SERVED_LATENCY}) AS l
 JOIN state_upstreams AS g USING (requested_model, upstream)
 """
 
-# -- sessions and transitions ---------------------------------------------------
-_SESSION_KEY: Final = "hash(session_id, actor_id, requested_model)"
-_SAME_SESSION: Final = (
-    "{a}.skey = {b}.skey AND {a}.session_id = {b}.session_id "
-    "AND {a}.actor_id IS NOT DISTINCT FROM {b}.actor_id "
-    "AND {a}.requested_model = {b}.requested_model"
+_TRANSITION_TOKENS: Final = (
+    "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'state_transitions' "
+    "AND column_name = 'input_tokens'"
 )
-# Every session the new rows touch, with its sid (new sessions get fresh ones).
-_KEYS: Final = f"""
-CREATE OR REPLACE TEMP TABLE state_keys AS
-WITH k AS (
-    SELECT DISTINCT {_SESSION_KEY} AS skey, session_id, actor_id, requested_model
-    FROM {{src}} WHERE session_id IS NOT NULL
-)
-SELECT
-    k.*,
-    s.sid IS NOT NULL AS existed,
-    coalesce(s.sid, (SELECT coalesce(max(sid), 0) FROM state_sessions)
-        + row_number() OVER (PARTITION BY s.sid IS NULL)) AS sid
-FROM k LEFT JOIN state_sessions AS s ON {_SAME_SESSION.format(a="s", b="k")}
-"""
-# What the session computations read of a row.
-_ROW_FIELDS: Final = """
-    k.sid, t.session_id, t.actor_id, t.requested_model, t.id, t.started_at, t.attempt,
-    coalesce(t.upstream, t.provider) AS ident, t.session_key IS NOT NULL AS has_key,
-    t.status = 'ok' AND NOT t.response_cache_hit AS served, t.attempt >= 1 AS is_attempt
-"""
-_NEW_SESSION_ROWS: Final = f"""
-CREATE OR REPLACE TEMP TABLE state_rows AS
-SELECT {_ROW_FIELDS}
-FROM (SELECT *, {_SESSION_KEY} AS skey FROM {{src}} WHERE session_id IS NOT NULL) AS t
-JOIN state_keys AS k ON {_SAME_SESSION.format(a="k", b="t")}
-"""
-_OLD_SESSIONS: Final = """
-CREATE OR REPLACE TEMP TABLE state_old_sessions AS
-SELECT * FROM state_sessions WHERE sid IN (SELECT sid FROM state_keys WHERE existed)
-"""
-# Sessions a new served attempt of which sorts before their last known one.
-_DISORDERED: Final = """
-CREATE OR REPLACE TEMP TABLE state_disordered AS
-SELECT DISTINCT o.sid, o.first_id
-FROM state_old_sessions AS o JOIN state_rows AS r USING (sid)
-WHERE r.served AND o.last IS NOT NULL
-    AND {'s': r.started_at, 'a': r.attempt, 'i': r.id}
-        < {'s': o.last.s, 'a': o.last.a, 'i': o.last.i}
-"""
-# A disordered session's rows are all read again (the new ones are in the table by now).
-_REREAD_DISORDERED: Final = f"""
-DELETE FROM state_rows WHERE sid IN (SELECT sid FROM state_disordered);
-INSERT INTO state_rows
-SELECT {_ROW_FIELDS}
-FROM (
-    SELECT *, {_SESSION_KEY} AS skey FROM {TABLE_NAME}
-    WHERE id >= (SELECT min(first_id) FROM state_disordered) AND session_id IS NOT NULL
-) AS t
-JOIN state_keys AS k ON {_SAME_SESSION.format(a="k", b="t")}
-WHERE k.sid IN (SELECT sid FROM state_disordered);
-DELETE FROM state_old_sessions WHERE sid IN (SELECT sid FROM state_disordered);
-DELETE FROM state_transitions WHERE sid IN (SELECT sid FROM state_disordered);
-"""
-# The transitions the rows add: each session's last known served attempt seeds
-# the sequence, so the first new attempt pairs with it.
-_NEW_TRANSITIONS: Final = """
-CREATE OR REPLACE TEMP TABLE state_new_transitions AS
-WITH seq AS (
-    SELECT sid, session_id, actor_id, requested_model, id, started_at, attempt, ident, has_key,
-        false AS seed
-    FROM state_rows WHERE served
-    UNION ALL
-    SELECT sid, NULL, NULL, NULL, last.i, last.s, last.a, last.u, NULL, true
-    FROM state_old_sessions WHERE last IS NOT NULL
-),
-paired AS (
-    SELECT *, lag(ident) OVER w AS previous_upstream, lag(started_at) OVER w AS previous_started_at
-    FROM seq
-    WINDOW w AS (PARTITION BY sid ORDER BY started_at, attempt, id)
-)
-SELECT
-    sid, session_id, actor_id, requested_model, previous_started_at, started_at,
-    previous_upstream, ident AS upstream, has_key AS key_sent,
-    (epoch_us(started_at) - epoch_us(previous_started_at)) / 1e6 AS gap_s,
-    ident <> previous_upstream AS changed
-FROM paired
-WHERE NOT seed AND previous_started_at IS NOT NULL
-"""
-# The rows' aggregate per session, merged with the session's old one if any.
-_MERGED_SESSIONS: Final = """
-INSERT INTO state_sessions
-WITH part AS (
-    SELECT
-        sid, any_value(session_id) AS session_id, any_value(actor_id) AS actor_id,
-        any_value(requested_model) AS requested_model, min(id) AS first_id,
-        bool_or(has_key) FILTER (WHERE served) AS key_sent,
-        count(*) FILTER (WHERE served) AS calls,
-        coalesce(list(DISTINCT ident) FILTER (WHERE served), []) AS upstreams,
-        coalesce(list(DISTINCT ident) FILTER (WHERE served AND is_attempt), [])
-            AS attempt_upstreams,
-        max({'s': started_at, 'a': attempt, 'i': id, 'u': ident}) FILTER (WHERE served)
-            AS last
-    FROM state_rows
-    GROUP BY sid
-),
-moves AS (
-    SELECT sid, count(*) AS transitions, count(*) FILTER (WHERE changed) AS changes
-    FROM state_new_transitions
-    GROUP BY sid
-)
-SELECT
-    p.sid,
-    hash(p.session_id, p.actor_id, p.requested_model),
-    p.session_id, p.actor_id, p.requested_model,
-    least(o.first_id, p.first_id),
-    CASE
-        WHEN o.key_sent IS NULL THEN p.key_sent
-        WHEN p.key_sent IS NULL THEN o.key_sent
-        ELSE o.key_sent OR p.key_sent
-    END,
-    coalesce(o.calls, 0) + p.calls,
-    list_sort(list_distinct(list_concat(o.upstreams, p.upstreams))),
-    list_sort(list_distinct(list_concat(o.attempt_upstreams, p.attempt_upstreams))),
-    -- merged only for sessions whose new attempts all sort after the old last one
-    coalesce(p.last, o.last),
-    coalesce(o.transitions, 0) + coalesce(m.transitions, 0),
-    coalesce(o.changes, 0) + coalesce(m.changes, 0)
-FROM part AS p
-LEFT JOIN state_old_sessions AS o USING (sid)
-LEFT JOIN moves AS m USING (sid)
-"""
 
 
 def _one(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] = ()) -> int:
@@ -322,6 +207,10 @@ def _one(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] = ()
 def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
     for ddl in STATE_DDL:
         con.execute(ddl)
+    if _one(con, _TRANSITION_TOKENS) == 0:  # a version 1 file: rebuilt on open
+        con.execute("ALTER TABLE state_transitions ADD COLUMN input_tokens INTEGER")
+        con.execute("ALTER TABLE state_transitions ADD COLUMN cache_read_tokens INTEGER")
+    gaps.ensure_table(con)
 
 
 def _fold_calls(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:
@@ -373,34 +262,11 @@ def _fold_latency(con: duckdb.DuckDBPyConnection, src: str) -> None:
     con.execute(_NEW_LATENCIES.format(src=src))
 
 
-def _fold_sessions(con: duckdb.DuckDBPyConnection, src: str) -> None:
-    con.execute(_KEYS.format(src=src))
-    con.execute(_NEW_SESSION_ROWS.format(src=src))
-    con.execute(_OLD_SESSIONS)
-    con.execute(_DISORDERED)
-    if _one(con, "SELECT count(*) FROM state_disordered"):
-        con.execute(_REREAD_DISORDERED)
-    con.execute(_NEW_TRANSITIONS)
-    con.execute(
-        "DELETE FROM state_sessions WHERE sid IN (SELECT sid FROM state_keys WHERE existed)"
-    )
-    con.execute(_MERGED_SESSIONS)
-    con.execute("INSERT INTO state_transitions SELECT * FROM state_new_transitions")
-    for table in (
-        "state_keys",
-        "state_rows",
-        "state_old_sessions",
-        "state_disordered",
-        "state_new_transitions",
-    ):
-        con.execute(f"DROP TABLE {table}")
-
-
 def _fold(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:
     _fold_calls(con, src, fresh=fresh)
     _fold_rollup(con, src, fresh=fresh)
     _fold_latency(con, src)
-    _fold_sessions(con, src)
+    session_state.fold(con, src)
 
 
 def _write_meta(con: duckdb.DuckDBPyConnection) -> None:
@@ -410,25 +276,105 @@ def _write_meta(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("INSERT INTO state_meta VALUES (?, ?, ?)", [STATE_VERSION, rows, max_id])
 
 
-def rebuild(con: duckdb.DuckDBPyConnection) -> None:
-    """Recompute every state table from ``token_usage`` (inside the caller's transaction)."""
-    for table in STATE_TABLES:
+def _chunk_bounds(con: duckdb.DuckDBPyConnection) -> list[int]:
+    """Ids that cut ``token_usage`` into chunks of about REBUILD_CHUNK_ROWS rows."""
+    count = _one(con, f"SELECT count(*) FROM {TABLE_NAME}")
+    if count == 0:
+        return []
+    pieces = -(-count // REBUILD_CHUNK_ROWS)
+    cuts = [i / pieces for i in range(1, pieces)]
+    row = con.execute(
+        f"SELECT min(id) - 1, quantile_disc(id, CAST(? AS DOUBLE[])), max(id) FROM {TABLE_NAME}",
+        [cuts],
+    ).fetchall()[0]
+    return [int(row[0]), *sorted({int(c) for c in row[1] or []}), int(row[2])]
+
+
+def _fold_range(con: duckdb.DuckDBPyConnection, low: int, high: int, *, fresh: bool) -> None:
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE state_new_rows AS "
+        f"SELECT * FROM {TABLE_NAME} WHERE id > ? AND id <= ?",
+        [low, high],
+    )
+    _fold(con, "state_new_rows", fresh=fresh)
+    con.execute("DROP TABLE state_new_rows")
+
+
+def _clear(con: duckdb.DuckDBPyConnection) -> None:
+    for table in (*STATE_TABLES, "state_meta"):
         con.execute(f"DELETE FROM {table}")
+
+
+def rebuild(con: duckdb.DuckDBPyConnection) -> None:
+    """Recompute every state table from ``token_usage`` (inside the caller's transaction).
+
+    The rows are folded in id ranges of about REBUILD_CHUNK_ROWS, as a sync
+    would fold them: aggregating ten million rows at once takes several GiB,
+    a few million at a time a fraction of it, and the result is the same.
+    """
+    _clear(con)
     # No view relies on the tables' row order, and keeping it costs memory on
-    # ten-million-row group-bys; restored for the session's own queries after.
+    # million-row group-bys; restored for the session's own queries after.
     con.execute("SET preserve_insertion_order = false")
     try:
-        _fold(con, TABLE_NAME, fresh=True)
+        for n, (low, high) in enumerate(itertools.pairwise(_chunk_bounds(con))):
+            _fold_range(con, low, high, fresh=n == 0)
     finally:
         con.execute("RESET preserve_insertion_order")
+    _finish(con)
+
+
+def _finish(con: duckdb.DuckDBPyConnection) -> None:
+    gaps.rebuild(con)
     _write_meta(con)
+
+
+def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
+    """Write what committed transactions left in memory to the file, if DuckDB can now.
+
+    Only memory is at stake (the WAL already holds the data), so a checkpoint
+    DuckDB refuses (another transaction in the way) is not worth failing for.
+    """
+    with contextlib.suppress(duckdb.TransactionException):
+        con.execute("CHECKPOINT")
+
+
+def _step(con: duckdb.DuckDBPyConnection, work: Callable[[], None]) -> None:
+    """``work`` in a transaction of its own, then a checkpoint."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        work()
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    checkpoint(con)
+
+
+def rebuild_in_steps(con: duckdb.DuckDBPyConnection) -> None:
+    """:func:`rebuild` outside any transaction, one committed step per chunk of rows.
+
+    DuckDB keeps what a transaction wrote in memory until it is checkpointed,
+    so one transaction over ten million rows peaks at several GiB; committing
+    and checkpointing each chunk bounds it. ``state_meta`` is written last: if
+    the rebuild is interrupted, the state is not current and is rebuilt again.
+    """
+    _step(con, lambda: _clear(con))
+    con.execute("SET preserve_insertion_order = false")
+    try:
+        for n, (low, high) in enumerate(itertools.pairwise(_chunk_bounds(con))):
+            _step(con, functools.partial(_fold_range, con, low, high, fresh=n == 0))
+        _step(con, functools.partial(_finish, con))
+    finally:
+        con.execute("RESET preserve_insertion_order")
 
 
 def is_current(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether the state reflects exactly the rows ``token_usage`` holds now."""
     meta = con.execute("SELECT version, rows_total, max_id FROM state_meta").fetchall()
-    table = con.execute(f"SELECT count(*), max(id) FROM {TABLE_NAME}").fetchone()
-    return len(meta) == 1 and meta[0] == (STATE_VERSION, *(table or (0, None)))
+    # fetchall: a half-read result would keep the connection from registering Arrow data
+    (table,) = con.execute(f"SELECT count(*), max(id) FROM {TABLE_NAME}").fetchall()
+    return len(meta) == 1 and meta[0] == (STATE_VERSION, *table)
 
 
 def fold_new_rows(
@@ -459,4 +405,5 @@ def fold_new_rows(
     if new:
         _fold(con, "state_new_rows", fresh=False)
     con.execute("DROP TABLE state_new_rows")
+    gaps.fold(con, above_id=above_id, late_ids=late_ids)
     _write_meta(con)

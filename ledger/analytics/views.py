@@ -40,18 +40,35 @@ VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
     "upstream_scorecard": (),
     "upstream_p95_intervals": (),
     "keyless_hit_rates": (),
+    "openrouter_upstreams": (),
     "cost_attribution": ("calls",),
     "provider_order_verdict": (
         "upstream_scorecard",
         "upstream_p95_intervals",
         "keyless_hit_rates",
+        "openrouter_upstreams",
     ),
+    # the figures the dashboard and the demo show beside the contract's views
+    "overview_totals": ("calls",),
+    "cost_by_agent": ("calls",),
+    "fallback_cost": ("calls",),
+    "failed_attempts": (),
+    "cache_decay": ("transitions",),
+    "prompt_cache_reads": (),
+    "response_cache_models": ("calls",),
 }
 VIEW_NAMES: Final = tuple(VIEW_DEPENDENCIES)
-#: Our helpers, beside the views contract §2 names.
-HELPER_VIEWS: Final = ("transitions", "upstream_p95_intervals", "keyless_hit_rates")
-#: The views contract §2 names.
-CONTRACT_VIEWS: Final = tuple(v for v in VIEW_NAMES if v not in HELPER_VIEWS)
+#: The views contract §2 names; the others are ours (helpers and dashboard figures).
+CONTRACT_VIEWS: Final = (
+    "calls",
+    "session_stickiness",
+    "agent_stickiness",
+    "cache_hits",
+    "upstream_scorecard",
+    "cost_attribution",
+    "provider_order_verdict",
+)
+HELPER_VIEWS: Final = tuple(v for v in VIEW_NAMES if v not in CONTRACT_VIEWS)
 
 _CREATE = re.compile(r"CREATE OR REPLACE VIEW\s+(\w+)\s+AS\s+(.*?);?\s*\Z", re.DOTALL | re.I)
 

@@ -87,18 +87,15 @@ def stickiness_lines(frame: pd.DataFrame) -> list[str]:
 
 def print_summary(console: Console, stats: DemoStats, analytics: Analytics, url: URL) -> None:
     """The closing summary: totals, per-agent stickiness (the analytics'), where things are."""
-    calls = analytics.sql(
-        "SELECT count(*) AS calls, CAST(sum(attempts) AS BIGINT) AS attempts, "
-        "count(*) FILTER (WHERE fell_back) AS fallbacks, sum(cost_usd) AS spend FROM calls"
-    ).iloc[0]
+    totals = analytics.overview_totals()
     console.rule("[bold]ledger demo: summary")
     console.print(
         f"this run: {stats.calls:,} calls, {stats.attempts:,} attempts, "
         f"{stats.fallbacks:,} fallbacks, {_money(stats.spend_usd)} spend"
     )
     console.print(
-        f"the ledger now: {int(calls.calls):,} calls, {int(calls.attempts or 0):,} attempts, "
-        f"{int(calls.fallbacks):,} fallbacks, {_money(calls.spend or Decimal(0))} spend"
+        f"the ledger now: {totals['calls']:,} calls, {totals['attempts']:,} attempts, "
+        f"{totals['fallback_calls']:,} fallbacks, {_money(totals['spend_usd'] or Decimal(0))} spend"
     )
     console.print("stickiness per agent (1 - switches / transitions within the pin window):")
     for line in stickiness_lines(analytics.agent_stickiness()):

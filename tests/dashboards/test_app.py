@@ -59,6 +59,8 @@ def expect_overview(a: Analytics, f: Filters) -> dict[str, str]:
     return {
         "Calls": f"{len(calls):,}",
         "Spend": fmt.money(_usd(calls["cost_usd"])),
+        "Saved by prompt caching": fmt.money(a.prompt_cache_saving(f).usd),
+        "Saved by the response cache": fmt.money(a.response_cache_saving(f).usd),
         "Fallback rate": fmt.rate(share(calls["fell_back"].sum(), provider_calls)),
         "Error rate": fmt.rate(share(card["errors"].sum(), card["attempts"].sum())),
     }
@@ -85,6 +87,27 @@ def expect_cache(a: Analytics, f: Filters) -> dict[str, str]:
         )
     out["Call hit rate"] = fmt.rate(share(hits["hit_calls"].sum(), hits["calls"].sum()))
     return out
+
+
+VERDICT_LABELS = {
+    "warranted": "provider.order warranted",
+    "not_warranted": "provider.order not warranted",
+    "insufficient_data": "insufficient data",
+}
+
+
+def expect_verdicts(a: Analytics, f: Filters) -> list[tuple[str, str, str, str]]:
+    """Per model, in the page's order: (model, verdict label, pinned, best alternative)."""
+    verdicts = a.provider_order_verdict(f).sort_values("requested_model")
+    return [
+        (
+            str(v.requested_model),
+            VERDICT_LABELS[str(v.verdict)],
+            fmt.text(v.pinned_upstream),
+            fmt.text(v.best_upstream),
+        )
+        for v in verdicts.itertuples()
+    ]
 
 
 def expect_cost(a: Analytics, f: Filters) -> dict[str, str]:
@@ -115,7 +138,27 @@ def test_page_shows_the_analytics_numbers(workload_url: str, tmp_path: Path, pag
     assert_clean(at)
     shown = metrics(at)
     assert {label: shown.get(label) for label in want} == want
-    assert at.get("download_button"), "every table offers a CSV download"
+
+
+def test_the_savings_are_checked_on_a_ledger_with_both_caches(
+    workload_url: str, tmp_path: Path
+) -> None:
+    """The overview's savings above are real figures: the workload has both kinds of hits."""
+    with Analytics(workload_url, path=tmp_path / "expected.duckdb") as a:
+        prompt, response = a.prompt_cache_saving(), a.response_cache_saving()
+        hits = int(a.overview_totals()["response_cache_hits"])
+    assert hits > 0
+    assert prompt.usd is not None and prompt.usd > 0
+    assert response.usd is not None and response.usd > 0
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_table_offers_a_csv_download(workload_url: str, page: str) -> None:
+    at = open_page(page)
+    assert_clean(at)
+    tables, downloads = at.dataframe, at.get("download_button")
+    assert tables, f"{page} shows no table"
+    assert len(downloads) == len(tables), f"{page}: {len(tables)} tables, {len(downloads)} CSVs"
 
 
 def test_every_page_renders_without_exception(workload_url: str) -> None:
@@ -132,14 +175,18 @@ def test_verdict_page_states_each_models_verdict_and_reason(
 ) -> None:
     with Analytics(workload_url, path=tmp_path / "expected.duckdb") as a:
         verdicts = a.provider_order_verdict()
+        want = expect_verdicts(a, Filters())
     at = open_page("views/upstreams.py")
     assert_clean(at)
-    assert [h.value for h in at.main.header] == sorted(verdicts["requested_model"])
+    assert [h.value for h in at.main.header] == [w[0] for w in want]
     messages = [m.value for m in (*at.info, *at.success, *at.error)]
     for reason in verdicts["reason"]:
         assert reason in messages
-    shown_verdicts = [m.value for m in at.metric if m.label == "Verdict"]
-    assert len(shown_verdicts) == len(verdicts)
+    shown = {
+        label: [m.value for m in at.metric if m.label == label]
+        for label in ("Verdict", "Pinned upstream", "Best alternative")
+    }
+    assert list(zip(*shown.values(), strict=True)) == [w[1:] for w in want]
 
 
 def test_stickiness_drill_down_draws_the_chosen_session(workload_url: str, tmp_path: Path) -> None:

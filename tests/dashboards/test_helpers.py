@@ -9,7 +9,7 @@ import pandas as pd
 
 from dashboards import fmt, summary
 from dashboards.filters import day_range, relative_start
-from dashboards.queries import MAX_BUCKETS, bucket_for
+from dashboards.summary import MAX_BUCKETS, bucket_for
 
 
 def test_money_is_usd_with_cents_or_four_decimals_and_unknown_stays_unknown() -> None:

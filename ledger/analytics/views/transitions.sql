@@ -11,6 +11,8 @@
 --   is_switch          = identity differs AND within_window
 --   is_idle_release    = identity differs AND NOT within_window (the pin had expired)
 --   key_sent           = this attempt carried a sticky key (session_key IS NOT NULL)
+--   input_tokens,
+--   cache_read_tokens  = this (the later) attempt's, for hit rates by idle gap
 CREATE OR REPLACE VIEW transitions AS
 WITH served AS (
     SELECT
@@ -21,7 +23,9 @@ WITH served AS (
         started_at,
         attempt,
         coalesce(upstream, provider) AS upstream,
-        session_key IS NOT NULL AS key_sent
+        session_key IS NOT NULL AS key_sent,
+        input_tokens,
+        cache_read_tokens
     FROM token_usage
     WHERE status = 'ok' AND NOT response_cache_hit AND session_id IS NOT NULL
 ),
@@ -43,13 +47,17 @@ measured AS (
         previous_upstream,
         upstream,
         key_sent,
-        (epoch_us(started_at) - epoch_us(previous_started_at)) / 1e6 AS gap_s
+        (epoch_us(started_at) - epoch_us(previous_started_at)) / 1e6 AS gap_s,
+        input_tokens,
+        cache_read_tokens
     FROM paired
     WHERE previous_started_at IS NOT NULL
 )
 SELECT
-    *,
+    * EXCLUDE (input_tokens, cache_read_tokens),
     gap_s <= ledger_setting('idle_window_s') AS within_window,
     upstream <> previous_upstream AND gap_s <= ledger_setting('idle_window_s') AS is_switch,
-    upstream <> previous_upstream AND gap_s > ledger_setting('idle_window_s') AS is_idle_release
+    upstream <> previous_upstream AND gap_s > ledger_setting('idle_window_s') AS is_idle_release,
+    input_tokens,
+    cache_read_tokens
 FROM measured;

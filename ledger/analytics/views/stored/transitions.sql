@@ -15,5 +15,7 @@ SELECT
     gap_s,
     gap_s <= ledger_setting('idle_window_s') AS within_window,
     changed AND gap_s <= ledger_setting('idle_window_s') AS is_switch,
-    changed AND gap_s > ledger_setting('idle_window_s') AS is_idle_release
+    changed AND gap_s > ledger_setting('idle_window_s') AS is_idle_release,
+    input_tokens,
+    cache_read_tokens
 FROM state_transitions;

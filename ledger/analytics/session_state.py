@@ -1,0 +1,177 @@
+"""The session and transition state: how new rows extend the sessions sync keeps.
+
+Part of the state tables of :mod:`ledger.analytics.state` (``state_sessions``
+and ``state_transitions``; see there). :func:`fold` merges a relation of new
+rows into them: each touched session's last known served attempt seeds its
+sequence, so the first new attempt pairs with it; a session a new served
+attempt of which sorts before its last known one is recomputed from its rows.
+"""
+
+# Every SQL string here is composed from this module's constants and
+# ledger.schema's table name, never from input: S608 does not apply.
+# ruff: noqa: S608
+from __future__ import annotations
+
+from typing import Final
+
+import duckdb
+
+from ledger.schema import TABLE_NAME
+
+# -- sessions and transitions ---------------------------------------------------
+_SESSION_KEY: Final = "hash(session_id, actor_id, requested_model)"
+_SAME_SESSION: Final = (
+    "{a}.skey = {b}.skey AND {a}.session_id = {b}.session_id "
+    "AND {a}.actor_id IS NOT DISTINCT FROM {b}.actor_id "
+    "AND {a}.requested_model = {b}.requested_model"
+)
+# Every session the new rows touch, with its sid (new sessions get fresh ones).
+_KEYS: Final = f"""
+CREATE OR REPLACE TEMP TABLE state_keys AS
+WITH k AS (
+    SELECT DISTINCT {_SESSION_KEY} AS skey, session_id, actor_id, requested_model
+    FROM {{src}} WHERE session_id IS NOT NULL
+)
+SELECT
+    k.*,
+    s.sid IS NOT NULL AS existed,
+    coalesce(s.sid, (SELECT coalesce(max(sid), 0) FROM state_sessions)
+        + row_number() OVER (PARTITION BY s.sid IS NULL)) AS sid
+FROM k LEFT JOIN state_sessions AS s ON {_SAME_SESSION.format(a="s", b="k")}
+"""
+# What the session computations read of a row.
+_ROW_FIELDS: Final = """
+    k.sid, t.session_id, t.actor_id, t.requested_model, t.id, t.started_at, t.attempt,
+    coalesce(t.upstream, t.provider) AS ident, t.session_key IS NOT NULL AS has_key,
+    t.status = 'ok' AND NOT t.response_cache_hit AS served, t.attempt >= 1 AS is_attempt,
+    t.input_tokens, t.cache_read_tokens
+"""
+_NEW_SESSION_ROWS: Final = f"""
+CREATE OR REPLACE TEMP TABLE state_rows AS
+SELECT {_ROW_FIELDS}
+FROM (SELECT *, {_SESSION_KEY} AS skey FROM {{src}} WHERE session_id IS NOT NULL) AS t
+JOIN state_keys AS k ON {_SAME_SESSION.format(a="k", b="t")}
+"""
+_OLD_SESSIONS: Final = """
+CREATE OR REPLACE TEMP TABLE state_old_sessions AS
+SELECT * FROM state_sessions WHERE sid IN (SELECT sid FROM state_keys WHERE existed)
+"""
+# Sessions a new served attempt of which sorts before their last known one.
+_DISORDERED: Final = """
+CREATE OR REPLACE TEMP TABLE state_disordered AS
+SELECT DISTINCT o.sid, o.first_id
+FROM state_old_sessions AS o JOIN state_rows AS r USING (sid)
+WHERE r.served AND o.last IS NOT NULL
+    AND {'s': r.started_at, 'a': r.attempt, 'i': r.id}
+        < {'s': o.last.s, 'a': o.last.a, 'i': o.last.i}
+"""
+# A disordered session's rows are all read again (the new ones are in the table by now).
+_REREAD_DISORDERED: Final = f"""
+DELETE FROM state_rows WHERE sid IN (SELECT sid FROM state_disordered);
+INSERT INTO state_rows
+SELECT {_ROW_FIELDS}
+FROM (
+    SELECT *, {_SESSION_KEY} AS skey FROM {TABLE_NAME}
+    WHERE id >= (SELECT min(first_id) FROM state_disordered) AND session_id IS NOT NULL
+        -- rows above the ones being folded are not folded yet (a rebuild goes in chunks)
+        AND id <= (SELECT max(id) FROM {{src}})
+) AS t
+JOIN state_keys AS k ON {_SAME_SESSION.format(a="k", b="t")}
+WHERE k.sid IN (SELECT sid FROM state_disordered);
+DELETE FROM state_old_sessions WHERE sid IN (SELECT sid FROM state_disordered);
+DELETE FROM state_transitions WHERE sid IN (SELECT sid FROM state_disordered);
+"""
+# The transitions the rows add: each session's last known served attempt seeds
+# the sequence, so the first new attempt pairs with it.
+_NEW_TRANSITIONS: Final = """
+CREATE OR REPLACE TEMP TABLE state_new_transitions AS
+WITH seq AS (
+    SELECT sid, session_id, actor_id, requested_model, id, started_at, attempt, ident, has_key,
+        input_tokens, cache_read_tokens, false AS seed
+    FROM state_rows WHERE served
+    UNION ALL
+    SELECT sid, NULL, NULL, NULL, last.i, last.s, last.a, last.u, NULL, NULL, NULL, true
+    FROM state_old_sessions WHERE last IS NOT NULL
+),
+paired AS (
+    SELECT *, lag(ident) OVER w AS previous_upstream, lag(started_at) OVER w AS previous_started_at
+    FROM seq
+    WINDOW w AS (PARTITION BY sid ORDER BY started_at, attempt, id)
+)
+SELECT
+    sid, session_id, actor_id, requested_model, previous_started_at, started_at,
+    previous_upstream, ident AS upstream, has_key AS key_sent,
+    (epoch_us(started_at) - epoch_us(previous_started_at)) / 1e6 AS gap_s,
+    ident <> previous_upstream AS changed,
+    input_tokens,
+    cache_read_tokens
+FROM paired
+WHERE NOT seed AND previous_started_at IS NOT NULL
+"""
+# The rows' aggregate per session, merged with the session's old one if any.
+_MERGED_SESSIONS: Final = """
+INSERT INTO state_sessions
+WITH part AS (
+    SELECT
+        sid, any_value(session_id) AS session_id, any_value(actor_id) AS actor_id,
+        any_value(requested_model) AS requested_model, min(id) AS first_id,
+        bool_or(has_key) FILTER (WHERE served) AS key_sent,
+        count(*) FILTER (WHERE served) AS calls,
+        coalesce(list(DISTINCT ident) FILTER (WHERE served), []) AS upstreams,
+        coalesce(list(DISTINCT ident) FILTER (WHERE served AND is_attempt), [])
+            AS attempt_upstreams,
+        max({'s': started_at, 'a': attempt, 'i': id, 'u': ident}) FILTER (WHERE served)
+            AS last
+    FROM state_rows
+    GROUP BY sid
+),
+moves AS (
+    SELECT sid, count(*) AS transitions, count(*) FILTER (WHERE changed) AS changes
+    FROM state_new_transitions
+    GROUP BY sid
+)
+SELECT
+    p.sid,
+    hash(p.session_id, p.actor_id, p.requested_model),
+    p.session_id, p.actor_id, p.requested_model,
+    least(o.first_id, p.first_id),
+    CASE
+        WHEN o.key_sent IS NULL THEN p.key_sent
+        WHEN p.key_sent IS NULL THEN o.key_sent
+        ELSE o.key_sent OR p.key_sent
+    END,
+    coalesce(o.calls, 0) + p.calls,
+    list_sort(list_distinct(list_concat(o.upstreams, p.upstreams))),
+    list_sort(list_distinct(list_concat(o.attempt_upstreams, p.attempt_upstreams))),
+    -- merged only for sessions whose new attempts all sort after the old last one
+    coalesce(p.last, o.last),
+    coalesce(o.transitions, 0) + coalesce(m.transitions, 0),
+    coalesce(o.changes, 0) + coalesce(m.changes, 0)
+FROM part AS p
+LEFT JOIN state_old_sessions AS o USING (sid)
+LEFT JOIN moves AS m USING (sid)
+"""
+
+
+def fold(con: duckdb.DuckDBPyConnection, src: str) -> None:
+    con.execute(_KEYS.format(src=src))
+    con.execute(_NEW_SESSION_ROWS.format(src=src))
+    con.execute(_OLD_SESSIONS)
+    con.execute(_DISORDERED)
+    disordered = con.execute("SELECT count(*) FROM state_disordered").fetchall()[0][0]
+    if disordered:
+        con.execute(_REREAD_DISORDERED.format(src=src))
+    con.execute(_NEW_TRANSITIONS)
+    con.execute(
+        "DELETE FROM state_sessions WHERE sid IN (SELECT sid FROM state_keys WHERE existed)"
+    )
+    con.execute(_MERGED_SESSIONS)
+    con.execute("INSERT INTO state_transitions SELECT * FROM state_new_transitions")
+    for table in (
+        "state_keys",
+        "state_rows",
+        "state_old_sessions",
+        "state_disordered",
+        "state_new_transitions",
+    ):
+        con.execute(f"DROP TABLE {table}")
