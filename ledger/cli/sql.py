@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 import duckdb
+import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 from rich.console import Console
 
@@ -17,7 +18,12 @@ from ledger.cli.report import frame_table, open_analytics
 
 
 def _plain(value: Any) -> Any:
-    """A JSON value: money as exact decimal text, times as ISO 8601, NaN as null."""
+    """A JSON value: money as exact decimal text, times as ISO 8601, NaN as null,
+    lists and structs (DuckDB LIST/STRUCT columns) element by element."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | np.ndarray):
+        return [_plain(v) for v in value]
     if value is None or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, Decimal):

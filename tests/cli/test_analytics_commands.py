@@ -73,6 +73,15 @@ def test_sql_prints_csv_and_json(runner: CliRunner) -> None:
     assert table.exit_code == 0 and "3" in table.output
 
 
+def test_sql_json_handles_list_and_struct_columns(runner: CliRunner) -> None:
+    query = "SELECT [1, 2] AS ids, {'usd': 1.5::DECIMAL(20,10), 'tags': ['a', NULL]} AS s"
+    result = runner.invoke(cli, ["sql", query, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == [
+        {"ids": [1, 2], "s": {"usd": "1.5000000000", "tags": ["a", None]}}
+    ]
+
+
 def test_sql_reports_a_bad_query_without_a_traceback(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["sql", "SELEC nothing"])
     assert result.exit_code == 1
