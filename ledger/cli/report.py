@@ -7,8 +7,9 @@ analytics with a progress bar that appears only when a sync takes a while.
 from __future__ import annotations
 
 import math
+import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any, Final
@@ -84,13 +85,44 @@ def _cell(value: Any, column: str) -> str:
     return str(value)
 
 
-def frame_table(title: str, frame: pd.DataFrame, columns: Sequence[str] | None = None) -> Table:
-    """A rich table of ``frame`` (or of its ``columns``), numbers right-aligned."""
+#: Short headers for the report's columns, so its tables fit an 80-column terminal;
+#: ``ledger sql`` shows the views' own column names.
+HEADERS: Final[dict[str, str]] = {
+    "actor_id": "agent",
+    "requested_model": "model",
+    "requested_provider": "asked",
+    "responding_provider": "answered",
+    "key_sent": "key",
+    "idle_releases": "idle rel.",
+    "pinned_session_share": "pinned",
+    "avg_distinct_upstreams": "upstr./sess.",
+    "input_tokens": "input tok",
+    "cache_read_tokens": "cached tok",
+    "token_hit_rate": "tok hit",
+    "call_hit_rate": "call hit",
+    "response_cache_hits": "resp. cache",
+    "fallback_calls": "fallbacks",
+    "pinned_upstream": "pinned",
+    "best_upstream": "best",
+}
+
+
+def frame_table(
+    title: str,
+    frame: pd.DataFrame,
+    columns: Sequence[str] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Table:
+    """A rich table of ``frame`` (or of its ``columns``), numbers right-aligned;
+    ``headers`` relabels columns."""
     shown = list(columns) if columns is not None else list(frame.columns)
     table = Table(title=title, title_justify="left", header_style="bold")
     for name in shown:
         numeric = pd.api.types.is_numeric_dtype(frame[name]) and frame[name].dtype != bool
-        table.add_column(name, justify="right" if numeric else "left", overflow="fold")
+        label = headers.get(name, name) if headers else name
+        table.add_column(
+            label, justify="right" if numeric else "left", overflow="fold", no_wrap=numeric
+        )
     for row in frame[shown].itertuples(index=False):
         cells = [_cell(v, c) for v, c in zip(row, shown, strict=True)]
         if "verdict" in shown:
@@ -104,14 +136,15 @@ def _print(console: Console, title: str, frame: pd.DataFrame, columns: Sequence[
     if frame.empty:
         console.print(f"[bold]{title}[/]: no rows yet")
     else:
-        console.print(frame_table(title, frame, columns))
+        console.print(frame_table(title, frame, columns, HEADERS))
 
 
 @click.command()
 @click.option("--rebuild", is_flag=True, help="Copy the whole ledger again before reporting.")
 def report(rebuild: bool) -> None:
     """Per-agent stickiness, cache-hit rates, cost attribution and provider.order verdicts."""
-    out = Console()
+    # Piped or captured output has no terminal width to honour: give the tables room.
+    out = Console() if sys.stdout.isatty() else Console(width=160)
     with open_analytics(Console(stderr=True), rebuild=rebuild) as analytics:
         _print(
             out,

@@ -286,7 +286,7 @@ decided AS (
                 coalesce(printf('$%.4f', r.pinned_cost_per_mtok), 'unknown cost'))
         END AS pinned_figures,
         printf(
-            '%s %s p95 %.0f ms (CI %.0f-%.0f), %s/Mtok input once its cache hit rate falls from %.0f%% to %.0f%%',
+            '%s %s p95 %.0f ms (CI %.0f-%.0f), %s/Mtok input %s',
             r.best_upstream,
             CASE
                 WHEN r.error_rates_observable THEN printf(
@@ -296,8 +296,15 @@ decided AS (
             END,
             r.best_p95_ms, r.best_p95_low_ms, r.best_p95_high_ms,
             coalesce(printf('$%.4f', r.best_projected_cost_per_mtok), 'unknown cost'),
-            100 * coalesce(r.best_hit_rate, 0),
-            100 * least(r.keyless_hit_rate, coalesce(r.best_hit_rate, 0))
+            CASE
+                WHEN round(100 * coalesce(r.best_hit_rate, 0))
+                    = round(100 * least(r.keyless_hit_rate, coalesce(r.best_hit_rate, 0)))
+                THEN printf('at its cache hit rate of %.0f%%', 100 * coalesce(r.best_hit_rate, 0))
+                ELSE printf(
+                    'once its cache hit rate falls from %.0f%% to %.0f%%',
+                    100 * coalesce(r.best_hit_rate, 0),
+                    100 * least(r.keyless_hit_rate, coalesce(r.best_hit_rate, 0)))
+            END
         ) AS best_figures,
         -- what the failures behind OpenRouter say, and do not say
         CASE
