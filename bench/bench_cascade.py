@@ -17,15 +17,13 @@ Every call records its rows into a real SQLite ledger.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-import socket
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+
+from loopback import Reply, fixture, instant_server
 
 from ledger.cascade import Cascade, Route
 from ledger.client import Client
@@ -34,57 +32,25 @@ from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger
 from ledger.store.migrate import upgrade
 
-PAYLOADS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "payloads"
 MESSAGES = [{"role": "user", "content": "Hello"}]
 RATE_LIMITED = (
     b'{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}'
 )
 
 
-def serve(port_queue: Any) -> None:
-    bodies = {
-        "openai": (200, (PAYLOADS / "openai_chat_cached_real.json").read_bytes()),
-        "anthropic": (
-            200,
-            (PAYLOADS / "anthropic_messages_cache_read_write_real.json").read_bytes(),
-        ),
-        "limited": (429, RATE_LIMITED),
-    }
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def setup(self) -> None:
-            super().setup()
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            status, body = bodies[self.path.split("/")[1]]
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    port_queue.put(httpd.server_address[1])
-    httpd.serve_forever()
-
-
 def p50(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
 
+REPLIES = {
+    "openai": fixture("openai_chat_cached_real.json"),
+    "anthropic": fixture("anthropic_messages_cache_read_write_real.json"),
+    "limited": Reply(RATE_LIMITED, status=429),
+}
+
+
 def run(calls: int) -> None:
-    queue: Any = multiprocessing.Queue()
-    server = multiprocessing.Process(target=serve, args=(queue,), daemon=True)
-    server.start()
-    base = f"http://127.0.0.1:{queue.get(timeout=10)}"
-    with tempfile.TemporaryDirectory() as tmp:
+    with instant_server(REPLIES) as base, tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/bench.db"
         engine = make_engine(url)
         upgrade(engine)
@@ -129,7 +95,6 @@ def run(calls: int) -> None:
         ledger.close()
         happy.close()
         limited.close()
-    server.terminate()
 
     print(f"{calls} calls per case, interleaved; p50 in ms (SQLite ledger recording every row)\n")
     for name, values in times.items():

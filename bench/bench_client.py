@@ -19,20 +19,16 @@ adds. Target: <= 0.3 ms at p50, streamed and not.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-import socket
 import statistics
 import sys
 import tempfile
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
+from loopback import fixture, instant_server
 
-ROOT = Path(__file__).resolve().parent.parent
-PAYLOADS = ROOT / "tests" / "fixtures" / "payloads"
 SCENARIOS = {
     # name: (provider, model, payload, streamed)
     "openai json (cost computed)": ("openai", "gpt-4o", "openai_chat_cached_real.json", False),
@@ -56,47 +52,6 @@ SCENARIOS = {
     ),
 }
 MESSAGES = [{"role": "user", "content": "Hello"}]
-
-
-def serve(port_queue: Any) -> None:
-    bodies = {
-        payload.split(".")[0]: ((PAYLOADS / payload).read_bytes(), payload.endswith(".sse"))
-        for _, _, payload, _ in SCENARIOS.values()
-    }
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def setup(self) -> None:
-            super().setup()
-            # Instant means no Nagle/delayed-ACK stall between header and body writes.
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            body, sse = bodies[self.path.split("/")[1]]
-            self.send_response(200)
-            if not sse:
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                return
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-            out = b""
-            for i in range(0, len(body), 512):
-                piece = body[i : i + 512]
-                out += f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
-            self.wfile.write(out + b"0\r\n\r\n")
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    port_queue.put(httpd.server_address[1])
-    httpd.serve_forever()
 
 
 def pct(values: list[float], q: float) -> float:
@@ -163,14 +118,17 @@ def bench_scenario(
 
 
 def run(calls: int) -> None:
+
+    replies = {p.split(".")[0]: fixture(p) for _, _, p, _ in SCENARIOS.values()}
+    with instant_server(replies) as url:
+        run_against(url, calls)
+
+
+def run_against(url: str, calls: int) -> None:
     from ledger.store.engine import make_engine
     from ledger.store.ledger import Ledger
     from ledger.store.migrate import upgrade
 
-    queue: Any = multiprocessing.Queue()
-    server = multiprocessing.Process(target=serve, args=(queue,), daemon=True)
-    server.start()
-    url = f"http://127.0.0.1:{queue.get(timeout=10)}"
     tmp = Path(tempfile.mkdtemp())
     db = f"sqlite:///{tmp / 'bench.db'}"
     engine = make_engine(db)
@@ -187,7 +145,6 @@ def run(calls: int) -> None:
             bench_scenario(name, url, ledger, prov, model, payload, streamed, calls)
     finally:
         ledger.close()
-        server.terminate()
 
 
 if __name__ == "__main__":

@@ -20,18 +20,15 @@ Target: <= 0.3 ms added at p50.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
-import socket
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-PAYLOADS = ROOT / "tests" / "fixtures" / "payloads"
+from loopback import fixture, instant_server
+
 SCENARIOS = {
     # name: (sdk, api prefix, payload, streamed)
     "openai json (cost computed)": ("openai", "/v1", "openai_chat_cached_real.json", False),
@@ -45,46 +42,6 @@ SCENARIOS = {
     "anthropic sse (cost computed)": ("anthropic", "", "anthropic_stream_doc_example.sse", True),
 }
 USER = [{"role": "user", "content": "Hello"}]
-
-
-def serve(port_queue: Any) -> None:
-    bodies = {
-        payload.split(".")[0]: ((PAYLOADS / payload).read_bytes(), payload.endswith(".sse"))
-        for _, _, payload, _ in SCENARIOS.values()
-    }
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def setup(self) -> None:
-            super().setup()
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            body, sse = bodies[self.path.split("/")[1]]
-            self.send_response(200)
-            if not sse:
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                return
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-            out = b""
-            for i in range(0, len(body), 512):
-                piece = body[i : i + 512]
-                out += f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
-            self.wfile.write(out + b"0\r\n\r\n")
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    port_queue.put(httpd.server_address[1])
-    httpd.serve_forever()
 
 
 def pct(values: list[float], q: int) -> float:
@@ -172,14 +129,17 @@ class Discard:
 
 
 def run(calls: int) -> None:
+
+    replies = {p.split(".")[0]: fixture(p) for _, _, p, _ in SCENARIOS.values()}
+    with instant_server(replies) as url:
+        run_against(url, calls)
+
+
+def run_against(url: str, calls: int) -> None:
     from ledger.store.engine import make_engine
     from ledger.store.ledger import Ledger
     from ledger.store.migrate import upgrade
 
-    queue: Any = multiprocessing.Queue()
-    server = multiprocessing.Process(target=serve, args=(queue,), daemon=True)
-    server.start()
-    url = f"http://127.0.0.1:{queue.get(timeout=10)}"
     tmp = Path(tempfile.mkdtemp())
     db = f"sqlite:///{tmp / 'bench.db'}"
     engine = make_engine(db)
@@ -197,7 +157,6 @@ def run(calls: int) -> None:
         added += [bench_scenario(n, url, recorder, spec, calls) for n, spec in SCENARIOS.items()]
     assert led.flush(30), "the ledger did not catch up"
     led.close()
-    server.terminate()
     worst = max(added[: len(SCENARIOS)])
     verdict = "meets" if worst <= 0.3 else "MISSES"
     print(f"\nworst added p50 (real ledger): {worst:.3f} ms ({verdict} the 0.3 ms target)")

@@ -19,7 +19,7 @@ from ledger.resilience.redis_backend import (
     RedisHealth,
     RedisSlidingWindowLimiter,
 )
-from tests.resilience.servers import TcpRelay
+from tests.tcp_relay import TcpRelay
 
 
 @pytest.fixture

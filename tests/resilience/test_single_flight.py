@@ -16,7 +16,7 @@ import redis
 
 from ledger.resilience.cache import ResponseCache, Served
 from ledger.resilience.redis_backend import RedisCacheStore, RedisConnections
-from tests.resilience.servers import TcpRelay
+from tests.tcp_relay import TcpRelay
 
 CALLERS = 80
 SPACING_S = 0.001  # one caller per millisecond: arrivals span the whole computation

@@ -25,9 +25,9 @@ from ledger.schema import token_usage
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger, replay
 from ledger.store.migrate import downgrade, upgrade
+from tests.tcp_relay import TcpRelay
 
 from .record_child import event_id
-from .tcp_proxy import TcpProxy
 
 CHILD = Path(__file__).with_name("record_child.py")
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
@@ -112,8 +112,7 @@ def test_postgres_outage_loses_nothing_and_warns_once(
     pg_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     real = make_url(pg_url)
-    proxy = TcpProxy((real.host or "127.0.0.1", real.port or 5432))
-    proxy.start()
+    proxy = TcpRelay((real.host or "127.0.0.1", real.port or 5432))
     # Trust auth ignores the password: it is here to prove logs never show it.
     via_proxy = real.set(port=proxy.port, password="s3cr3t-pw").render_as_string(
         hide_password=False
@@ -130,7 +129,7 @@ def test_postgres_outage_loses_nothing_and_warns_once(
             recorded.append(led.record(usage()))
         elapsed = time.perf_counter() - started
         assert not led.flush(timeout=1.0)
-        proxy.start()
+        proxy.restore()
         assert led.flush(timeout=20)
         led.close()
     assert elapsed < 1.0, "record() must not wait for an unreachable database"
