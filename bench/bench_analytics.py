@@ -10,7 +10,7 @@ second open costs, then the incremental sync and the views).
 Builds a synthetic SQLite ledger (migrated schema; its secondary indexes are
 rebuilt after the bulk load, which is faster than maintaining them), then
 measures: the initial sync into DuckDB, an incremental sync of 10k new rows, a
-sync with nothing new, each view fully materialised (fetched as Arrow), and
+sync with nothing new, each view fully materialised (streamed as Arrow), and
 the same stickiness and cache-hit computations in pandas over the same rows.
 Targets (issue 6, 2-core machine): each view <= 3 s at 10M rows, incremental
 10k-row sync <= 0.5 s, each view >= 10x faster than pandas, peak RSS < 4 GiB.
@@ -215,23 +215,31 @@ def pandas_cache_hits(df: pd.DataFrame) -> pd.DataFrame:
     return g
 
 
+def fetch_all(analytics: Analytics, name: str) -> int:
+    """Every row of view ``name``, streamed as Arrow batches a consumer would read,
+    so a 10M-row view is computed and delivered whole without being held at once."""
+    reader = analytics.relation(f'SELECT * FROM "{name}"').to_arrow_reader(VIEW_BATCH_ROWS)
+    return sum(batch.num_rows for batch in reader)
+
+
 def time_views(analytics: Analytics) -> dict[str, float]:
-    """Each view fetched whole as Arrow; the big per-row views also as a count."""
+    """Each view computed and delivered whole; the big per-row views also as a count."""
     times = {}
     for name in VIEW_NAMES:
-        t, table = timed(lambda n=name: analytics.relation(f'SELECT * FROM "{n}"').to_arrow_table())
+        t, rows = timed(lambda n=name: fetch_all(analytics, n))
         times[name] = t
-        line = f"view {name:<24} {t:6.2f} s  ({table.num_rows:,} rows, fetched as Arrow)"
+        line = f"view {name:<24} {t:6.2f} s  ({rows:,} rows, streamed as Arrow)"
         if name in PER_ROW_VIEWS:
             t_count, _ = timed(
                 lambda n=name: analytics.relation(f'SELECT count(*) FROM "{n}"').fetchall()
             )
-            times[name] = min(t, t_count)
             line += f"; count(*) {t_count:6.2f} s"
         print(line + "  target <= 3 s")
     return times
 
 
+#: Rows per Arrow batch when a view is read.
+VIEW_BATCH_ROWS = 262_144
 #: Views with about a row per ledger row: fetching them is mostly data transfer.
 PER_ROW_VIEWS = ("calls", "transitions")
 
