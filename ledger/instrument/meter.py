@@ -278,6 +278,9 @@ def _parsers(
     """The provider's parsers for the endpoint's wire format (whole body, stream)."""
     if endpoint == "responses" and isinstance(provider, OpenAIStyleProvider):
         return provider.parse_responses, provider.responses_stream_parser
+    if isinstance(provider, OpenAIStyleProvider):
+        # The SDK reads the text itself: parse only what the row needs.
+        return provider.parse_response, provider.usage_stream_parser
     return provider.parse_response, provider.stream_parser
 
 

@@ -24,6 +24,7 @@ One wire format with per-provider differences:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
@@ -131,6 +132,14 @@ class _Accumulator:
         if "error" in chunk and (error := in_band_error(chunk["error"])) is not None:
             self.error = error
 
+    def identified(self) -> bool:
+        """Id, model and (where the provider names one) upstream are all known."""
+        return (
+            self.generation_id is not None
+            and self.model is not None
+            and (self.upstream is not None or not self.reads_upstream)
+        )
+
     def absorb_choice(self, choice: dict[str, Any]) -> None:
         finish = choice.get("finish_reason")
         if finish and isinstance(finish, str):
@@ -182,14 +191,30 @@ def parse_chat_response(body: bytes, *, reports_upstream: bool) -> Parsed:
     return acc.parsed(content, reports_upstream=reports_upstream, valid=valid)
 
 
-class ChatStreamParser:
-    """Incremental parser of a chat-completions SSE stream."""
+# A chunk that can carry usage, an error or a finish reason (JSON allows spaces
+# around the colon). Text inside a string value has its quotes escaped, so it
+# cannot match; a false match only costs a parse.
+_MAY_MATTER = re.compile(r'"(?:usage|x_groq)"\s*:\s*\{|"error"|"finish_reason"\s*:\s*"')
 
-    def __init__(self, *, reports_upstream: bool) -> None:
+
+class ChatStreamParser:
+    """Incremental parser of a chat-completions SSE stream.
+
+    With ``text=False`` (a caller that needs the usage row but not the generated
+    text: the metering transport, whose SDK reads the text itself) the parser
+    stops decoding JSON once it has seen the first text and the response's
+    identity, except for chunks that may carry usage, an error or a finish
+    reason. Every figure but ``content`` comes out the same (tested against
+    every fixture); ``content`` then holds the text up to the first delta only.
+    """
+
+    def __init__(self, *, reports_upstream: bool, text: bool = True) -> None:
         self._sse = SSEDecoder()
         self._acc = _Accumulator(reports_upstream)
         self._parts: list[str] = []
         self._reports_upstream = reports_upstream
+        self._text = text
+        self._skimming = False
         self.done = False
 
     @property
@@ -214,6 +239,8 @@ class ChatStreamParser:
         if data[:1] != "{" and data.strip() == "[DONE]":
             self.done = True
             return
+        if self._skimming and name != "error" and _MAY_MATTER.search(data) is None:
+            return
         acc = self._acc
         chunk = wire.loads_text(data)
         if not isinstance(chunk, dict):
@@ -233,6 +260,8 @@ class ChatStreamParser:
             if isinstance(piece, str) and piece:
                 self._parts.append(piece)
                 out.append(piece)
+                if not self._text and acc.identified():
+                    self._skimming = True
 
 
 def parse_openai_error(body: bytes, *, reads_upstream: bool = False) -> ErrorBody:
@@ -305,6 +334,10 @@ class OpenAIStyleProvider(Provider):
 
     def stream_parser(self) -> ChatStreamParser:
         return ChatStreamParser(reports_upstream=self.capabilities.reports_upstream)
+
+    def usage_stream_parser(self) -> ChatStreamParser:
+        """A stream parser for usage, identity and errors only (see :class:`ChatStreamParser`)."""
+        return ChatStreamParser(reports_upstream=self.capabilities.reports_upstream, text=False)
 
     # The Responses API (``POST …/responses``), the family's second wire format. Separate
     # methods rather than a sniffing ``parse_response``: the endpoint already says which
