@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from urllib.parse import quote
 
 from ledger.errors import is_transient_code
@@ -151,23 +151,48 @@ class _Accumulator:
             self.error = InBandError(message="finish_reason error without details")
 
     def parsed(self, content: str | None, *, reports_upstream: bool, valid: bool = True) -> Parsed:
-        usage = None
-        cost = None
-        if self.usage_raw is not None:
-            usage = normalise_usage(self.usage_raw, self.problems)
-            cost = wire.cost(self.usage_raw.get("cost"))
-        return Parsed(
-            content=content,
-            usage=usage,
-            model=self.model,
-            upstream=self.upstream if reports_upstream else None,
-            generation_id=self.generation_id,
-            provider_cost_usd=cost,
-            finish_reason=self.finish_reason,
-            error=self.error,
-            valid=valid,
-            problems=tuple(self.problems),
-        )
+        return to_parsed(self, normalise_usage, content, reports_upstream, valid)
+
+
+class Seen(Protocol):
+    """What an accumulator of one response (whole or streamed) has gathered."""
+
+    problems: list[str]
+    model: str | None
+    upstream: str | None
+    generation_id: str | None
+    usage_raw: dict[str, Any] | None
+    error: InBandError | None
+
+    @property
+    def finish_reason(self) -> str | None: ...
+
+
+def to_parsed(
+    seen: Seen,
+    normalise: Callable[[dict[str, Any], list[str]], Usage],
+    content: str | None,
+    reports_upstream: bool,
+    valid: bool,
+) -> Parsed:
+    """The :class:`Parsed` of what ``seen`` gathered; ``normalise`` reads its usage block
+    (chat completions and the Responses API name their counters differently)."""
+    usage = cost = None
+    if seen.usage_raw is not None:
+        usage = normalise(seen.usage_raw, seen.problems)
+        cost = wire.cost(seen.usage_raw.get("cost"))
+    return Parsed(
+        content=content,
+        usage=usage,
+        model=seen.model,
+        upstream=seen.upstream if reports_upstream else None,
+        generation_id=seen.generation_id,
+        provider_cost_usd=cost,
+        finish_reason=seen.finish_reason,
+        error=seen.error,
+        valid=valid,
+        problems=tuple(seen.problems),
+    )
 
 
 def parse_chat_response(body: bytes, *, reports_upstream: bool) -> Parsed:

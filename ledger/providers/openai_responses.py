@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from ledger.providers import wire
 from ledger.providers.base import InBandError, Parsed, Usage
-from ledger.providers.openai_compat import in_band_error
+from ledger.providers.openai_compat import in_band_error, to_parsed
 from ledger.providers.sse import SSEDecoder
 
 #: Events carrying the whole response object (so far, or final) under ``response``.
@@ -116,23 +116,7 @@ class _Response:
         return self.incomplete if self.status == "incomplete" and self.incomplete else self.status
 
     def parsed(self, content: str | None, *, reports_upstream: bool, valid: bool) -> Parsed:
-        usage = None
-        cost = None
-        if self.usage_raw is not None:
-            usage = normalise_responses_usage(self.usage_raw, self.problems)
-            cost = wire.cost(self.usage_raw.get("cost"))
-        return Parsed(
-            content=content,
-            usage=usage,
-            model=self.model,
-            upstream=self.upstream if reports_upstream else None,
-            generation_id=self.generation_id,
-            provider_cost_usd=cost,
-            finish_reason=self.finish_reason,
-            error=self.error,
-            valid=valid,
-            problems=tuple(self.problems),
-        )
+        return to_parsed(self, normalise_responses_usage, content, reports_upstream, valid)
 
 
 def parse_responses_body(body: bytes, *, reports_upstream: bool) -> Parsed:
