@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 from ledger.schema import token_usage
 from ledger.store.engine import make_engine
 from ledger.store.migrate import upgrade
+from tests.llm_loopback import LoopbackLLM, Rows
 
 PG_ENV = "LEDGER_TEST_POSTGRES_URL"
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -99,3 +100,16 @@ def engine_for(ledger_url: str) -> Iterator[Engine]:
     engine = make_engine(ledger_url)
     yield engine
     engine.dispose()
+
+
+@pytest.fixture
+def server() -> Iterator[LoopbackLLM]:
+    """A scripted LLM server on a loopback port (tests/llm_loopback.py)."""
+    with LoopbackLLM() as srv:
+        yield srv
+
+
+@pytest.fixture
+def rows() -> Rows:
+    """A recorder keeping events in memory, validated as the ledger would."""
+    return Rows()

@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ledger.events import UsageEvent, to_row
+
 PAYLOADS = Path(__file__).resolve().parent / "fixtures" / "payloads"
 
 
@@ -136,3 +138,20 @@ class LoopbackLLM:
 def running() -> Iterator[LoopbackLLM]:
     with LoopbackLLM() as server:
         yield server
+
+
+class Rows:
+    """A recorder that keeps events in memory, validating each as the ledger would."""
+
+    def __init__(self) -> None:
+        self.events: list[UsageEvent] = []
+
+    def record(self, event: UsageEvent) -> str:
+        to_row(event)
+        self.events.append(event)
+        return event.event_id
+
+    @property
+    def only(self) -> UsageEvent:
+        assert len(self.events) == 1
+        return self.events[0]

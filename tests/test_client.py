@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -28,38 +27,10 @@ from ledger.providers import PROVIDERS, ChatRequest, make_provider
 from ledger.schema import token_usage
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger
-from tests.llm_loopback import LoopbackLLM, Reply
+from tests.llm_loopback import LoopbackLLM, Reply, Rows
 
 KEY = "sk-test-abcdefghijklmnop1234"
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
-
-
-class Rows:
-    """A recorder that keeps events in memory, validating each as the ledger would."""
-
-    def __init__(self) -> None:
-        self.events: list[UsageEvent] = []
-
-    def record(self, event: UsageEvent) -> str:
-        to_row(event)
-        self.events.append(event)
-        return event.event_id
-
-    @property
-    def only(self) -> UsageEvent:
-        assert len(self.events) == 1
-        return self.events[0]
-
-
-@pytest.fixture
-def server() -> Iterator[LoopbackLLM]:
-    with LoopbackLLM() as srv:
-        yield srv
-
-
-@pytest.fixture
-def rows() -> Rows:
-    return Rows()
 
 
 def client_for(server: LoopbackLLM, rows: Any, *names: str, **kw: Any) -> Client:

@@ -4,33 +4,20 @@ and the connection goes back to the pool (review finding C)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
 from ledger.cascade import Cascade, Route
 from ledger.client import AsyncClient, Client
 from ledger.providers import make_provider
-from tests.llm_loopback import LoopbackLLM, Reply
-from tests.test_client import KEY, MESSAGES, Rows
+from tests.llm_loopback import LoopbackLLM, Reply, Rows
+from tests.test_client import KEY, MESSAGES
 
 SSE = "openai_stream_include_usage_real.sse"
 #: One connection, and a short wait for it: a connection never released fails the next call.
 LIMITS = httpx.Limits(max_connections=1)
 TIMEOUT = httpx.Timeout(5.0, pool=1.0)
-
-
-@pytest.fixture
-def server() -> Iterator[LoopbackLLM]:
-    with LoopbackLLM() as srv:
-        yield srv
-
-
-@pytest.fixture
-def rows() -> Rows:
-    return Rows()
 
 
 def slow_stream() -> Reply:

@@ -4,28 +4,16 @@ blames for an OpenRouter error: review findings A, B and F, against a loopback s
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from ledger.errors import RateLimited
 from ledger.instrument import context
-from tests.llm_loopback import LoopbackLLM, Reply
-from tests.test_client import MESSAGES, Rows, client_for
+from tests.llm_loopback import LoopbackLLM, Reply, Rows
+from tests.test_client import MESSAGES, client_for
 
 OPENROUTER_OK = "openrouter_chat_anthropic_cache_read_write.json"
-
-
-@pytest.fixture
-def server() -> Iterator[LoopbackLLM]:
-    with LoopbackLLM() as srv:
-        yield srv
-
-
-@pytest.fixture
-def rows() -> Rows:
-    return Rows()
 
 
 @pytest.mark.parametrize(

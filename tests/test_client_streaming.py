@@ -4,7 +4,6 @@ real SSE payloads chunk by chunk."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -13,19 +12,8 @@ import pytest
 from ledger.client import AsyncClient, Client
 from ledger.errors import RateLimited, StreamInterrupted
 from ledger.providers import make_provider
-from tests.llm_loopback import LoopbackLLM, Reply
-from tests.test_client import KEY, MESSAGES, Rows
-
-
-@pytest.fixture
-def server() -> Iterator[LoopbackLLM]:
-    with LoopbackLLM() as srv:
-        yield srv
-
-
-@pytest.fixture
-def rows() -> Rows:
-    return Rows()
+from tests.llm_loopback import LoopbackLLM, Reply, Rows
+from tests.test_client import KEY, MESSAGES
 
 
 def sync_client(server: LoopbackLLM, rows: Rows, name: str) -> Client:
