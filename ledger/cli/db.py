@@ -70,10 +70,10 @@ def held_lines(directory: Path) -> list[str]:
     found = list(held.read_all(directory))
     lines = [
         f"journal {directory}: {h.held_in_memory} event(s) held only in memory by running "
-        f"process {h.pid} since {h.since:%Y-%m-%d %H:%M:%S} UTC (its journal cannot be "
-        "written: they reach the database once it takes them; killing the process loses them)"
+        f"process {h.pid}{_since(h)} (its journal cannot be written: they reach the "
+        "database once it takes them; killing the process loses them)"
         for h in found
-        if h.alive and h.held_in_memory and h.since is not None
+        if h.alive and h.held_in_memory
     ]
     lines += [
         f"journal {directory}: process {h.pid} ended holding {h.held_in_memory} event(s) "
@@ -82,3 +82,7 @@ def held_lines(directory: Path) -> list[str]:
         if not h.alive and h.held_in_memory
     ]
     return lines or [f"journal {directory}: no event held only in memory"]
+
+
+def _since(found: held.Held) -> str:
+    return "" if found.since is None else f" since {found.since:%Y-%m-%d %H:%M:%S} UTC"

@@ -7,6 +7,7 @@ import logging
 import socket
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -291,6 +292,28 @@ async def test_requests_beyond_the_pool_wait_for_a_connection(
     assert sum(d.allowed for d in decisions) == 10
     assert relay.accepted == 5, "never more connections than the pool allows"
     assert warnings_in(caplog) == [] and not limiter.health.down
+
+
+def test_threads_beyond_the_pool_wait_for_a_connection(
+    held_relay: tuple[TcpRelay, str], redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    relay, url = held_relay
+    conns = RedisConnections(url, timeout_s=60.0, max_connections=2)
+    limiter = RedisSlidingWindowLimiter(conns, 5, 30.0, prefix=redis_prefix)
+    with (
+        caplog.at_level(logging.WARNING, logger="ledger.resilience"),
+        ThreadPoolExecutor(max_workers=12) as pool,
+    ):
+        checks = [pool.submit(limiter.check, "k") for _ in range(12)]
+        deadline = time.monotonic() + 30
+        while relay.accepted < 2:  # both connections taken; ten threads wait for one
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        relay.release()
+        decisions = [check.result(timeout=60) for check in checks]
+    conns.close()
+    assert sum(d.allowed for d in decisions) == 5
+    assert relay.accepted == 2 and warnings_in(caplog) == [] and not limiter.health.down
 
 
 async def test_the_wait_for_a_connection_is_bounded(

@@ -137,3 +137,17 @@ def test_a_kill_loses_exactly_the_events_status_reported(
     assert stored == recorded - held_count, "every journaled event survives, only held ones go"
     assert f"process {child.pid} ended holding {held_count} event(s)" in caplog.text
     assert "no event held only in memory" in db_status(sqlite_url, journal_dir)
+
+
+def test_reading_the_count_creates_nothing_and_skips_foreign_files(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    missing = tmp_path / "no-journal-here"
+    assert "no event held only in memory" in db_status(sqlite_url, missing)
+    assert not missing.exists()
+    journal_dir = tmp_path / "j"
+    journal_dir.mkdir()
+    (journal_dir / "held-1-0000.json").write_text("not a status file")
+    (journal_dir / "held-2-0000.json").write_text('{"ledger_held": 99, "pid": 2}')
+    assert list(held.read_all(journal_dir)) == []
+    assert "no event held only in memory" in db_status(sqlite_url, journal_dir)
