@@ -385,15 +385,38 @@ def default_ledger() -> Ledger:
         return _default
 
 
+#: Writers whose ``in_driver`` lock the forking thread holds, between before and after.
+_held_for_fork: list[threading.Lock] = []
+
+
+def _before_fork() -> None:
+    # Wait until no writer is inside the database driver (one statement at most):
+    # the child must not inherit a driver mutex locked by a thread it does not have.
+    for ledger in list(_live):
+        lock = ledger._writer.in_driver
+        lock.acquire()
+        _held_for_fork.append(lock)
+
+
+def _after_fork_in_parent() -> None:
+    while _held_for_fork:
+        _held_for_fork.pop().release()
+
+
 def _after_fork_in_child() -> None:
     global _default_lock
+    _after_fork_in_parent()  # the locks of the writers the child is about to replace
     _default_lock = threading.Lock()  # another thread may have held it at the fork
     for ledger in list(_live):
         if not ledger._closed:
             ledger._after_fork_in_child()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)
 
 
 @atexit.register

@@ -156,6 +156,11 @@ class Writer:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.progress = _Progress()
+        #: Held while this writer is inside the database driver. A fork waits for it
+        #: (see ledger.store.ledger): a thread inside SQLite holds SQLite's own
+        #: mutexes, and a child forked then inherits them locked and hangs on its
+        #: first connect.
+        self.in_driver = threading.Lock()
         self._schema_ok = False
         self._failing_since: float | None = None
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
@@ -184,7 +189,8 @@ class Writer:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
-        self._sink.close()
+        with self.in_driver:
+            self._sink.close()
 
     # -- the thread ------------------------------------------------------------------
 
@@ -296,10 +302,11 @@ class Writer:
         delay = self._settings.backoff_initial_s
         while True:
             try:
-                if not self._schema_ok:
-                    check_schema(self._engine)
-                    self._schema_ok = True
-                self._sink.insert(rows)
+                with self.in_driver:
+                    if not self._schema_ok:
+                        check_schema(self._engine)
+                        self._schema_ok = True
+                    self._sink.insert(rows)
             except self._rejected as exc:
                 if self._reject(rows, exc):
                     self._recovered()
@@ -345,7 +352,8 @@ class Writer:
         reasons: set[str] = set()
         for row in rows:
             try:
-                self._sink.insert([row])
+                with self.in_driver:
+                    self._sink.insert([row])
             except self._rejected as row_exc:
                 refused.append(journal.encode_row(row).decode("utf-8"))
                 reasons.add(f"{type(row_exc).__name__}: {row_exc}".splitlines()[0])
