@@ -268,14 +268,20 @@ class Ledger:
             if moved:
                 del pending.unjournaled[:moved]
                 pending.change_held(-moved)
-        log.warning(
-            "ledger: the journal %s can be written again after %.1f s; %d event(s) held in "
-            "memory were journaled, %d are still held until the database takes them",
-            self.journal_dir,
-            time.monotonic() - self._journal_failing_since,
-            moved,
-            pending.held,
-        )
+        since = time.monotonic() - self._journal_failing_since
+        if moved or pending.held:
+            log.warning(
+                "ledger: the journal %s can be written again after %.1f s; %d event(s) held in "
+                "memory were journaled, %d are still held until the database takes them",
+                self.journal_dir,
+                since,
+                moved,
+                pending.held,
+            )
+        else:
+            log.warning(
+                "ledger: the journal %s can be written again after %.1f s", self.journal_dir, since
+            )
         self._journal_error = None
 
     def _rotate(self, line_bytes: int = 0) -> journal.Segment:

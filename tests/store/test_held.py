@@ -72,7 +72,14 @@ def test_when_the_journal_is_writable_again_held_events_are_journaled(
     engine = make_engine(sqlite_url)
     downgrade(engine, "base")
     journal_dir = tmp_path / "j"
-    led = Ledger(sqlite_url, journal_dir=journal_dir, segment_bytes=8_192, flush_interval_s=0.01)
+    # The writer wakes only when 20 events wait: it takes the first 20 at once.
+    led = Ledger(
+        sqlite_url,
+        journal_dir=journal_dir,
+        segment_bytes=8_192,
+        batch_size=20,
+        flush_interval_s=3600,
+    )
     monkeypatch.setattr(os, "posix_fallocate", no_space)
     first = [led.record(padded(1)) for _ in range(20)]
     deadline = time.monotonic() + 30
