@@ -219,9 +219,11 @@ class Writer:
     def _write_all(self, taken: Taken) -> bool:
         """Write a hand-over in batches; delete each sealed segment once its rows are in."""
         if taken.unjournaled:
-            if not self._commit(taken.unjournaled):
+            if not self._write(taken.unjournaled):
                 return False
+            # Before _advance wakes flush(): once it returns, nothing it covered is held.
             self._pending.committed_held(len(taken.unjournaled))
+            self._advance(len(taken.unjournaled))
         if taken.spilled:
             return self._write_from_disk(taken)
         rows, seals = taken.rows, taken.seals
