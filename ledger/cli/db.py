@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import sys
+from typing import Final
+
 import click
 
+from ledger.errors import LedgerMissing, SchemaOutOfDate
 from ledger.store.engine import display_url, make_engine
-from ledger.store.migrate import current_revision, head_revision, upgrade
+from ledger.store.migrate import (
+    UPGRADE_COMMAND,
+    check_ledger,
+    current_revision,
+    head_revision,
+    upgrade,
+)
+
+#: ``ledger db status``: the schema is at the code's revision / it is not (or there is none).
+EXIT_CURRENT: Final = 0
+EXIT_OUT_OF_DATE: Final = 1
 
 
 @click.group()
@@ -33,12 +47,23 @@ def upgrade_command(revision: str) -> None:
 
 @db.command("status")
 def status_command() -> None:
-    """Print the database's schema revision next to the code's."""
-    engine = make_engine()
-    try:
-        current = current_revision(engine)
-    finally:
-        engine.dispose()
+    """Print the database's schema revision next to the code's.
+
+    Exits 0 when it is up to date, 1 when it is out of date or missing
+    (`ledger db upgrade` fixes both), 2 when the database cannot be reached.
+    Creates nothing.
+    """
     head = head_revision()
-    state = "up to date" if current == head else "out of date: run `ledger db upgrade`"
-    click.echo(f"{display_url(engine.url)}: revision {current or 'none'} (code: {head}), {state}")
+    try:
+        url = check_ledger()
+    except LedgerMissing as exc:
+        click.echo(f"{exc.path}: no ledger database (code: {head}); run `{UPGRADE_COMMAND}`")
+        sys.exit(EXIT_OUT_OF_DATE)
+    except SchemaOutOfDate as exc:
+        click.echo(
+            f"{exc.where}: revision {exc.current or 'none'} (code: {head}), "
+            f"out of date: run `{UPGRADE_COMMAND}`"
+        )
+        sys.exit(EXIT_OUT_OF_DATE)
+    click.echo(f"{display_url(url)}: revision {head} (code: {head}), up to date")
+    sys.exit(EXIT_CURRENT)
