@@ -31,7 +31,8 @@ def test_openai_sdk_plain_call_lands_one_row_with_the_answer_usage(
 ) -> None:
     with oai(gateway) as client:
         raw = client.chat.completions.with_raw_response.create(
-            model="gpt-4o-mini", messages=MESSAGES  # type: ignore[arg-type]
+            model="gpt-4o-mini",
+            messages=MESSAGES,  # type: ignore[arg-type]
         )
     answer = raw.parse()
     (row,) = rows.wait(1)
@@ -53,7 +54,9 @@ def test_openai_sdk_stream_gets_no_usage_chunk_it_did_not_ask_for_but_the_row_ha
     with oai(gateway) as client:
         chunks = list(
             client.chat.completions.create(
-                model="gpt-4o-mini", messages=MESSAGES, stream=True  # type: ignore[arg-type]
+                model="gpt-4o-mini",
+                messages=MESSAGES,
+                stream=True,  # type: ignore[arg-type]
             )
         )
     (row,) = rows.wait(1)
@@ -151,7 +154,11 @@ def test_cascade_falls_back_from_openai_429_to_anthropic_translated(
     failed, served = rows.wait(2)
     assert answer.object == "chat.completion" and answer.choices[0].message.content
     assert answer.model.startswith("claude-haiku")
-    assert (failed.provider, failed.status, failed.error_type) == ("openai", "error", "rate_limited")
+    assert (failed.provider, failed.status, failed.error_type) == (
+        "openai",
+        "error",
+        "rate_limited",
+    )
     assert (served.provider, served.status, served.attempt) == ("anthropic", "ok", 2)
     assert failed.call_id == served.call_id
     assert served.requested_provider == "openai" and served.requested_model == "gpt-4o-mini"
@@ -202,7 +209,9 @@ def test_untranslatable_feature_is_a_400_naming_it_before_anything_is_sent(
 ) -> None:
     with oai(gateway) as client, pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(
-            model="gpt-4o-mini", messages=MESSAGES, logprobs=True  # type: ignore[arg-type]
+            model="gpt-4o-mini",
+            messages=MESSAGES,
+            logprobs=True,  # type: ignore[arg-type]
         )
     assert "'logprobs'" in caught.value.message
     assert rows.events == []
@@ -216,7 +225,9 @@ def test_missing_or_wrong_gateway_key_is_401_for_both_sdks_and_never_echoed(
         client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)  # type: ignore[arg-type]
     assert wrong not in caught.value.response.text
     with claude(gateway, wrong) as c, pytest.raises(anthropic.AuthenticationError):
-        c.messages.create(model="claude-haiku", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+        c.messages.create(
+            model="claude-haiku", max_tokens=5, messages=[{"role": "user", "content": "x"}]
+        )
     assert httpx.post(gateway.url + "/v1/chat/completions", json={}).status_code == 401
     assert rows.events == []
 
@@ -242,7 +253,9 @@ def test_rate_limit_per_gateway_key_raises_each_sdks_rate_limit_error(
             client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)  # type: ignore[arg-type]
     assert int(caught.value.response.headers["retry-after"]) >= 1
     with claude(served) as c, pytest.raises(anthropic.RateLimitError):
-        c.messages.create(model="claude-haiku", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+        c.messages.create(
+            model="claude-haiku", max_tokens=5, messages=[{"role": "user", "content": "x"}]
+        )
     with oai(served, OTHER_KEY) as other:  # another key has its own window
         assert other.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES).choices  # type: ignore[arg-type]
     assert len(rows.wait(3)) == 3

@@ -27,7 +27,10 @@ def _curl(*args: str) -> str:
             pytest.fail("CI=true but curl is not installed")
         pytest.skip("curl is not installed")
     return subprocess.run(
-        ["curl", "-sS", "--fail-with-body", *args], check=True, capture_output=True, text=True,
+        ["curl", "-sS", "--fail-with-body", *args],
+        check=True,
+        capture_output=True,
+        text=True,
         timeout=60,
     ).stdout
 
@@ -38,7 +41,13 @@ def test_curl_plain_and_streamed(gateway: Served, rows: Rows) -> None:
     body = '{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}'
     plain = json.loads(_curl(url, "-H", auth, "-H", "content-type: application/json", "-d", body))
     streamed = _curl(
-        "-N", url, "-H", auth, "-H", "x-session-id: sh-1", "-d",
+        "-N",
+        url,
+        "-H",
+        auth,
+        "-H",
+        "x-session-id: sh-1",
+        "-d",
         body[:-1] + ', "stream": true}',
     )
     events = [line for line in streamed.splitlines() if line.startswith("data: ")]
@@ -59,7 +68,10 @@ def _node_package() -> Path:
         (NODE_DIR / "package.json").write_text('{"private": true, "type": "module"}\n')
         subprocess.run(
             ["npm", "install", "--no-audit", "--no-fund", "--silent", OPENAI_NPM],
-            cwd=NODE_DIR, check=True, capture_output=True, timeout=300,
+            cwd=NODE_DIR,
+            check=True,
+            capture_output=True,
+            timeout=300,
         )
     script = NODE_DIR / "client.mjs"
     shutil.copyfile(Path(__file__).with_name("node_client.mjs"), script)

@@ -55,8 +55,10 @@ def test_only_openrouter_receives_the_sticky_key(
     loopback.queue(Reply.payload("openrouter_chat_doc_example.json"))
     loopback.queue(Reply.payload("anthropic_messages_sdk_snapshot.json"))
     ids = {**AUTH, "x-session-id": "s-9", "x-actor-id": "coder"}
-    for model, url in (("openrouter/deepseek/deepseek-chat", "/v1/chat/completions"),
-                       ("claude-haiku", "/v1/messages")):
+    for model, url in (
+        ("openrouter/deepseek/deepseek-chat", "/v1/chat/completions"),
+        ("claude-haiku", "/v1/messages"),
+    ):
         body = {"model": model, "messages": MESSAGES, "max_tokens": 20}
         assert httpx.post(via_loopback.url + url, json=body, headers=ids).status_code == 200
     to_openrouter, to_anthropic = loopback.requests
@@ -73,9 +75,15 @@ def test_streamed_bytes_reach_the_client_unchanged(
     loopback: LoopbackLLM, via_loopback: Served, rows: Rows
 ) -> None:
     loopback.queue(Reply.payload("openai_stream_include_usage_real.sse"))
-    body = {"model": "gpt-4o-mini", "messages": MESSAGES, "stream": True,
-            "stream_options": {"include_usage": True}}
-    with httpx.stream("POST", via_loopback.url + "/v1/chat/completions", json=body, headers=AUTH) as r:
+    body = {
+        "model": "gpt-4o-mini",
+        "messages": MESSAGES,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with httpx.stream(
+        "POST", via_loopback.url + "/v1/chat/completions", json=body, headers=AUTH
+    ) as r:
         received = r.read()
     assert r.headers["content-type"].startswith("text/event-stream")
     assert received == (PAYLOADS / "openai_stream_include_usage_real.sse").read_bytes()
@@ -135,7 +143,9 @@ def test_a_client_that_disconnects_mid_stream_cancels_upstream_and_the_row_says_
     # 24 events in 64-byte chunks, 0.25 s apart: a minute in all, unless cancelled.
     loopback.queue(Reply.payload("openai_stream_include_usage_real.sse", delay_s=0.25))
     body = {"model": "openai/gpt-4o-mini", "messages": MESSAGES, "stream": True}
-    with httpx.stream("POST", via_loopback.url + "/v1/chat/completions", json=body, headers=AUTH) as r:
+    with httpx.stream(
+        "POST", via_loopback.url + "/v1/chat/completions", json=body, headers=AUTH
+    ) as r:
         first = next(r.iter_raw())
     assert first.startswith(b"data: ")
     (row,) = rows.wait(1, timeout=30)

@@ -59,18 +59,31 @@ def test_sigterm_drains_a_stream_in_flight_and_flushes_its_row(
     env = {**os.environ, "LEDGER_DATABASE_URL": sqlite_url, "GW_OPENAI_KEY": "sk-provider-1"}
     ledger_cli = Path(sys.executable).with_name("ledger")
     process = subprocess.Popen(
-        [str(ledger_cli), "gateway", "--config", str(_config(tmp_path / "ledger.toml", loopback.url)),
-         "--port", str(port)],
-        env=env, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        [
+            str(ledger_cli),
+            "gateway",
+            "--config",
+            str(_config(tmp_path / "ledger.toml", loopback.url)),
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
     )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_up(url, process)
-        body = {"model": "openai/gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}],
-                "stream": True}
+        body = {
+            "model": "openai/gpt-4o-mini",
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": True,
+        }
         headers = {"authorization": f"Bearer {KEY}"}
-        with httpx.stream("POST", url + "/v1/chat/completions", json=body, headers=headers,
-                          timeout=60) as response:
+        with httpx.stream(
+            "POST", url + "/v1/chat/completions", json=body, headers=headers, timeout=60
+        ) as response:
             chunks = response.iter_raw()
             received = [next(chunks)]
             process.send_signal(signal.SIGTERM)
@@ -87,7 +100,9 @@ def test_sigterm_drains_a_stream_in_flight_and_flushes_its_row(
     assert '"key": "search"' in stderr and '"status": 200' in stderr  # the access log line
     engine = create_engine(sqlite_url)
     with engine.connect() as conn:
-        row = conn.execute(text("SELECT status, streamed, output_tokens, tags FROM token_usage")).one()
+        row = conn.execute(
+            text("SELECT status, streamed, output_tokens, tags FROM token_usage")
+        ).one()
     engine.dispose()
     assert row.status == "ok" and row.streamed and row.output_tokens > 0
     assert '"team": "search"' in row.tags or '"team":"search"' in row.tags
