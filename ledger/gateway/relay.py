@@ -183,7 +183,7 @@ class Caller:
             if response is None:
                 return exchange.error
             if not inbound.stream or not 200 <= response.status_code < 300:
-                return await self._whole(inbound, target, exchange, response, send, outcome)
+                return await self._whole(inbound, target, exchange, response, send, last, outcome)
             return await self._stream(inbound, target, exchange, response, send, last, outcome)
         except asyncio.CancelledError:
             _disconnected(exchange)
@@ -199,6 +199,7 @@ class Caller:
         exchange: Exchange,
         response: httpx.Response,
         send: Send,
+        last: bool,
         outcome: Outcome,
     ) -> ProviderError | None:
         try:
@@ -207,10 +208,17 @@ class Caller:
             exchange.finish(broken=exc)
             return exchange.error
         exchange.feed(body)
+        passthrough = target.wire == inbound.wire
+        if last and passthrough and 200 <= response.status_code < 300:
+            # Nothing left to fall back to: the client gets the provider's answer first and
+            # the row (parse, price, journal) is written after, off the client's latency.
+            await _answer(send, response.status_code, [JSON, *_call_header(outcome)], body, outcome)
+            exchange.finish()
+            return None
         exchange.finish()
         if exchange.error is not None:
             return exchange.error
-        if target.wire != inbound.wire:
+        if not passthrough:
             body = json.dumps(message_to_chat(json.loads(body)), ensure_ascii=False).encode()
         headers = [JSON, *_call_header(outcome)]
         await _answer(send, response.status_code, headers, body, outcome)
