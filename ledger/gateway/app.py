@@ -11,8 +11,9 @@
 A request passes, in order: the gateway key (401 without a valid one), the
 ADR-0016 rate limiter (:class:`~ledger.resilience.ResilienceMiddleware`, keyed by
 the gateway key's name, else the proxy-aware client address), the response cache
-when configured, then the cascade (:mod:`ledger.gateway.relay`). Every refusal is
-an error in the wire format of the route called. A watcher on the ASGI ``receive``
+when configured (:mod:`ledger.gateway.cache`), then the cascade
+(:mod:`ledger.gateway.relay`). Every refusal is an error in the wire format of the
+route called. A watcher on the ASGI ``receive``
 channel cancels the call when the client disconnects, which closes the upstream
 request and records the row (:func:`ledger.gateway.relay._disconnected`).
 
@@ -35,11 +36,13 @@ from ledger.attempt import Recorder
 from ledger.errors import BudgetExceeded, HTTPResponse, ProviderConfigurationError, TooManyRequests
 from ledger.gateway.answers import JSON, NO_STORE, error_response
 from ledger.gateway.auth import KeyTable, presented_key
-from ledger.gateway.config import GatewayConfig, GatewayKey, Wire, load_config
-from ledger.gateway.inbound import BadRequest, parse
+from ledger.gateway.cache import Answer, GatewayCache, cacheable
+from ledger.gateway.config import GatewayConfig, GatewayKey, Target, Wire, load_config
+from ledger.gateway.inbound import BadRequest, Inbound, parse
 from ledger.gateway.relay import Caller, Outcome, bodies_for
 from ledger.gateway.translate import Untranslatable
 from ledger.gateway.upstream import Upstreams
+from ledger.resilience.cache import ResponseCache
 from ledger.resilience.identity import ClientIdentity
 from ledger.resilience.limiter import RateLimiter, SlidingWindowLimiter
 from ledger.resilience.middleware import ResilienceMiddleware
@@ -115,6 +118,7 @@ class GatewayApp:
     with its ``record``); it is flushed at shutdown when it has ``flush``.
     ``guard``: the budget guard (None: budgets not enforced). ``limiter``: the
     ADR-0016 limiter (None: built from the configuration's ``rate_limit``, if any).
+    ``cache``: the response cache (None: an in-process one when ``response_cache``).
     """
 
     def __init__(
@@ -125,6 +129,7 @@ class GatewayApp:
         guard: Any = None,
         limiter: RateLimiter | None = None,
         upstreams: Upstreams | None = None,
+        cache: ResponseCache[Answer] | None = None,
         strict: bool | None = None,
     ) -> None:
         self.config = config
@@ -132,6 +137,9 @@ class GatewayApp:
         self.keys = KeyTable(config.keys)
         self.upstreams = upstreams or Upstreams(config, ledger, guard=guard, strict=strict)
         self.caller = Caller(self.upstreams, default_retry_after_s=config.default_retry_after_s)
+        if cache is None and config.response_cache:
+            cache = ResponseCache(ttl_s=config.cache_ttl_s)
+        self.cache = GatewayCache(cache, ledger) if cache is not None else None
         if limiter is None and config.rate_limit is not None:
             limiter = SlidingWindowLimiter(*config.rate_limit)
         identity = KeyIdentity.from_spec(config.trusted_proxies)
@@ -241,7 +249,11 @@ class GatewayApp:
                 )
                 await _send_answer(send, error_response(wire, 404, message, code="model_not_found"))
                 return
-            await self._watched(self.caller.run(inbound, chain, bodies, send, outcome), receive)
+            if self.cache is not None and cacheable(inbound):
+                call = self._cached(inbound, chain, bodies, send, outcome)
+            else:
+                call = self.caller.run(inbound, chain, bodies, send, outcome)
+            await self._watched(call, receive)
         except BudgetExceeded as exc:
             outcome.status = 429
             await _send_answer(
@@ -262,6 +274,31 @@ class GatewayApp:
         finally:
             self._in_flight -= 1
             _log_access(scope, started, t0, outcome, key, model)
+
+    async def _cached(
+        self,
+        inbound: Inbound,
+        chain: tuple[Target, ...],
+        bodies: list[Mapping[str, Any]],
+        send: Send,
+        outcome: Outcome,
+    ) -> None:
+        """A whole answer through the response cache (see :mod:`ledger.gateway.cache`)."""
+        assert self.cache is not None
+
+        async def compute() -> Answer:
+            capture = _Capture()
+            await self.caller.run(inbound, chain, bodies, capture.send, outcome)
+            return capture.answer(outcome)
+
+        value, hit = await self.cache.answer(inbound, chain, compute)
+        outcome.status = value["status"]
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in value["headers"]]
+        if hit:
+            headers = [h for h in headers if h[0] != b"x-ledger-call-id"]
+        headers.append((b"x-ledger-cache", b"hit" if hit else b"miss"))
+        await send({"type": "http.response.start", "status": value["status"], "headers": headers})
+        await send({"type": "http.response.body", "body": value["body"].encode()})
 
     async def _watched(self, call: Awaitable[None], receive: Receive) -> None:
         """Run ``call``, cancelling it if the client disconnects first."""
@@ -294,6 +331,46 @@ class GatewayApp:
         flush = getattr(self.ledger, "flush", None)
         if callable(flush):
             await asyncio.to_thread(flush)
+
+
+class _Capture:
+    """An ASGI ``send`` that keeps a whole answer instead of sending it (for the cache)."""
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.headers: list[list[str]] = []
+        self.body: list[bytes] = []
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.headers = [
+                [k.decode("latin-1"), v.decode("latin-1")]
+                for k, v in message.get("headers", [])
+                if k != b"content-length"
+            ]
+        else:
+            self.body.append(message.get("body", b""))
+
+    def answer(self, outcome: Outcome) -> Answer:
+        body = b"".join(self.body)
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            text = body.decode("utf-8", "replace")
+            final = False
+        else:
+            final = self.status == 200
+        event = outcome.event
+        return {
+            "status": self.status,
+            "headers": self.headers,
+            "body": text,
+            "provider": event.provider if event is not None else None,
+            "model": event.model if event is not None else None,
+            "upstream": event.upstream if event is not None else None,
+            "complete": final,  # anything but a 200 is computed afresh, never shared
+        }
 
 
 async def _disconnect(receive: Receive) -> None:
@@ -367,7 +444,15 @@ def create_app(
             health=RedisHealth(),
             fallback=SlidingWindowLimiter(limit, window),
         )
-    return GatewayApp(config, recorder, guard=guard, limiter=limiter, strict=strict)
+    cache: ResponseCache[Answer] | None = None
+    if config.response_cache and config.redis_url:
+        from ledger.resilience import RedisCacheStore, RedisConnections, RedisHealth
+
+        store = RedisCacheStore(
+            RedisConnections(config.redis_url), prefix="ledger:gateway:", health=RedisHealth()
+        )
+        cache = ResponseCache(ttl_s=config.cache_ttl_s, shared=store)
+    return GatewayApp(config, recorder, guard=guard, limiter=limiter, cache=cache, strict=strict)
 
 
 def from_environment() -> GatewayApp:

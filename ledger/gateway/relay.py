@@ -66,6 +66,8 @@ class Outcome:
     status: int = 0
     provider: str | None = None
     attempts: int = 0
+    #: The answering attempt's row (its provider, model, upstream credit a cache hit).
+    event: UsageEvent | None = None
 
 
 def bodies_for(inbound: Inbound, chain: tuple[Target, ...]) -> list[Mapping[str, Any]]:
@@ -147,7 +149,7 @@ class Caller:
             last = index == len(routes) - 1
             error = await self._attempt(inbound, target, exchange, send, last, outcome)
             if error is None:
-                outcome.provider = target.provider
+                outcome.provider, outcome.event = target.provider, exchange.event
                 return
             try:
                 delay = plan.failed(error)
@@ -313,7 +315,3 @@ def _disconnected(exchange: Exchange) -> None:
     call = exchange.prep.call
     exchange.prep.call = replace(call, tags={**(call.tags or {}), DISCONNECTED[0]: DISCONNECTED[1]})
     exchange.finish(early=True)
-
-
-def row_of(exchange: Exchange) -> UsageEvent | None:
-    return exchange.event

@@ -296,3 +296,33 @@ def test_access_log_is_one_json_line_without_keys_or_bodies(
     assert entry["call_id"] == rows.events[0].call_id
     text = "\n".join(lines)
     assert KEY not in text and "You review code" not in text and "sk-provider" not in text
+
+
+def test_response_cache_serves_identical_plain_calls_once_and_records_the_hits(
+    sim: tuple[Simulator, str], serve_gateway: object, rows: Rows
+) -> None:
+    from tests.gateway.conftest import sim_table
+
+    served = serve_gateway(sim_table(sim[1], response_cache=True))  # type: ignore[operator]
+    ask = {"model": "gpt-4o-mini", "messages": MESSAGES}
+    with oai(served) as client, oai(served, OTHER_KEY) as other:
+        first = client.chat.completions.with_raw_response.create(**ask)  # type: ignore[arg-type]
+        second = other.chat.completions.with_raw_response.create(**ask)  # type: ignore[arg-type]
+        paused = client.chat.completions.with_raw_response.create(
+            **ask,
+            extra_headers={"x-ledger-paused": "true"},  # type: ignore[arg-type]
+        )
+        french = client.chat.completions.with_raw_response.create(
+            **ask,
+            extra_headers={"x-ledger-locale": "fr"},  # type: ignore[arg-type]
+        )
+    assert [r.headers.get("x-ledger-cache") for r in (first, second)] == ["miss", "hit"]
+    assert second.parse().choices[0].message.content == first.parse().choices[0].message.content
+    assert paused.headers.get("x-ledger-cache") is None  # a paused turn never touches it
+    assert french.headers["x-ledger-cache"] == "miss"  # another locale is another question
+    computed, hit, paused_row, french_row = rows.wait(4)
+    assert (hit.attempt, hit.response_cache_hit, hit.cost_usd) == (0, True, None)
+    assert (hit.provider, hit.model) == (computed.provider, computed.model)
+    assert hit.tags == {"team": "ops"}  # the asker's identity, not the first caller's
+    assert paused_row.paused and not paused_row.response_cache_hit
+    assert not french_row.response_cache_hit
