@@ -48,6 +48,7 @@ from ledger.gateway import hash_key
 from ledger.simulator.server import free_port
 
 KEY = "lgw-bench-key-0123456789abcdef"
+LITELLM_KEY = "sk-litellm-bench-master-0123456789"
 BODY = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hello"}]}
 CONCURRENCY = 16
 
@@ -136,6 +137,8 @@ def litellm(executable: str, upstream: str, workdir: Path) -> Iterator[str]:
       api_key: sk-bench
 litellm_settings:
   telemetry: false
+general_settings:
+  master_key: {LITELLM_KEY}
 """
     )
     port = free_port()
@@ -290,12 +293,12 @@ def main() -> None:
                         Target(
                             "litellm proxy",
                             f"{lite_url}/v1/chat/completions",
-                            {"authorization": "Bearer sk-any"},
+                            {"authorization": f"Bearer {LITELLM_KEY}"},
                             "plain",
                             "stream",
                         )
                     )
-                else:
+                elif lite is None:
                     print(f"LiteLLM not measured: no proxy executable at {args.litellm}")
                 measure(targets, args.rounds, args.per_round)
                 rps = {t.name: asyncio.run(_rps(t, args.rps_seconds)) for t in targets}
