@@ -61,6 +61,9 @@ class Target:
     plain_model: str
     stream_model: str
     stream_url: str | None = None  # where streamed calls go, if not ``url``
+    pid: int | None = None  # the proxy's process, for its CPU time per call
+    cpu_s: float = 0.0
+    calls: int = 0
     plain: list[list[float]] = field(default_factory=list)  # per round
     ttfb: list[list[float]] = field(default_factory=list)
 
@@ -95,8 +98,31 @@ def _process(args: list[str], env: dict[str, str], cwd: Path) -> Iterator[subpro
             process.wait()
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process and its children so far (Linux /proc)."""
+    if pid is None:
+        return 0.0
+    total = 0.0
+    for each in [pid, *_children(pid)]:
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        children = task / "children"
+        if children.exists():
+            found += [int(c) for c in children.read_text().split()]
+    return [c for child in found for c in (child, *_children(child))]
+
+
 @contextmanager
-def gateway(upstream: str, workdir: Path) -> Iterator[str]:
+def gateway(upstream: str, workdir: Path) -> Iterator[tuple[str, int]]:
     db = f"sqlite:///{workdir / 'ledger.db'}"
     env = {**os.environ, "LEDGER_DATABASE_URL": db, "BENCH_UPSTREAM_KEY": "sk-bench"}
     ledger_cli = str(Path(sys.executable).with_name("ledger"))
@@ -118,11 +144,11 @@ sha256 = "{hash_key(KEY)}"
     args = [ledger_cli, "gateway", "--port", str(port), "--no-access-log"]
     with _process(args, env, workdir) as process:
         _wait(f"http://127.0.0.1:{port}/healthz", process, "ledger gateway")
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", process.pid
 
 
 @contextmanager
-def litellm(executable: str, upstream: str, workdir: Path) -> Iterator[str]:
+def litellm(executable: str, upstream: str, workdir: Path) -> Iterator[tuple[str, int]]:
     (workdir / "litellm.yaml").write_text(
         f"""model_list:
   - model_name: plain
@@ -154,7 +180,7 @@ general_settings:
     ]
     with _process(args, env, workdir) as process:
         _wait(f"http://127.0.0.1:{port}/health/liveliness", process, "litellm proxy", 300)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", process.pid
 
 
 def _plain(client: httpx.Client, target: Target) -> float:
@@ -191,8 +217,11 @@ def measure(targets: list[Target], rounds: int, per_round: int) -> None:
         order = targets[r % len(targets) :] + targets[: r % len(targets)]
         for target in order:
             client = clients[target.name]
+            before = cpu_seconds(target.pid)
             target.plain.append([_plain(client, target) for _ in range(per_round)])
             target.ttfb.append([_ttfb(client, target) for _ in range(per_round)])
+            target.cpu_s += cpu_seconds(target.pid) - before
+            target.calls += 2 * per_round
     for client in clients.values():
         client.close()
 
@@ -252,6 +281,9 @@ def report(targets: list[Target], rps: dict[str, float]) -> None:
             print(
                 f"  {target.name:<16}{statistics.median(every):>9.3f}{_p(every, 99):>9.3f}{extra}"
             )
+    print("\nproxy CPU time per call (user + system, plain and streamed alike; load-insensitive)")
+    for target in targets[1:]:
+        print(f"  {target.name:<16}{target.cpu_s / max(target.calls, 1) * 1000:>9.3f} ms")
     print(f"\nrequests/s, plain, {CONCURRENCY} concurrent clients, one worker")
     for name, value in rps.items():
         print(f"  {name:<16}{value:>9.0f}")
@@ -273,7 +305,7 @@ def main() -> None:
         direct = f"{upstream}/plain/v1/chat/completions"
         stream = f"{upstream}/stream/v1/chat/completions"
         targets = [Target("direct", direct, {}, "gpt-4o-mini", "gpt-4o-mini", stream)]
-        with gateway(upstream, workdir) as gw:
+        with gateway(upstream, workdir) as (gw, gw_pid):
             auth = {"authorization": f"Bearer {KEY}"}
             targets.append(
                 Target(
@@ -282,13 +314,15 @@ def main() -> None:
                     auth,
                     "openai/gpt-4o-mini",
                     "groq/gpt-4o-mini",
+                    pid=gw_pid,
                 )
             )
             lite = shutil.which(args.litellm) or (
                 args.litellm if Path(args.litellm).exists() else None
             )
-            with optional_litellm(lite, upstream, workdir) as lite_url:
-                if lite_url is not None:
+            with optional_litellm(lite, upstream, workdir) as found:
+                if found is not None:
+                    lite_url, lite_pid = found
                     targets.append(
                         Target(
                             "litellm proxy",
@@ -296,6 +330,7 @@ def main() -> None:
                             {"authorization": f"Bearer {LITELLM_KEY}"},
                             "plain",
                             "stream",
+                            pid=lite_pid,
                         )
                     )
                 elif lite is None:
@@ -306,7 +341,10 @@ def main() -> None:
 
 
 @contextmanager
-def optional_litellm(executable: str | None, upstream: str, workdir: Path) -> Iterator[str | None]:
+def optional_litellm(
+    executable: str | None, upstream: str, workdir: Path
+) -> Iterator[tuple[str, int] | None]:
+    """LiteLLM's proxy if it is installed and starts; None (with the reason printed) if not."""
     if executable is None:
         yield None
         return

@@ -326,3 +326,16 @@ def test_response_cache_serves_identical_plain_calls_once_and_records_the_hits(
     assert hit.tags == {"team": "ops"}  # the asker's identity, not the first caller's
     assert paused_row.paused and not paused_row.response_cache_hit
     assert not french_row.response_cache_hit
+
+
+def test_an_anthropic_wire_request_on_a_chain_crossing_to_openai_is_a_clear_400(
+    sim: tuple[Simulator, str], serve_gateway: object, rows: Rows
+) -> None:
+    from tests.gateway.conftest import sim_table
+
+    chain = ["anthropic:claude-haiku-4-5-20251001", "openai:gpt-4o-mini"]
+    served = serve_gateway(sim_table(sim[1], models={"mixed": chain}))  # type: ignore[operator]
+    with claude(served) as c, pytest.raises(anthropic.BadRequestError) as caught:
+        c.messages.create(model="mixed", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+    assert "Anthropic messages format" in caught.value.message
+    assert rows.events == []

@@ -4,6 +4,7 @@ an error before the first token falling back, a client disconnect recorded."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import httpx
@@ -149,6 +150,11 @@ def test_a_client_that_disconnects_mid_stream_cancels_upstream_and_the_row_says_
         first = next(r.iter_raw())
     assert first.startswith(b"data: ")
     (row,) = rows.wait(1, timeout=30)
+    for _ in range(1500):  # the upstream saw the gateway hang up, well before a minute
+        if loopback.disconnects:
+            break
+        threading.Event().wait(0.02)
+    assert loopback.disconnects == 1
     assert row.tags == {"team": "search", "disconnected": "client"}
     assert row.streamed and row.status == "ok" and row.latency_ms is not None
     assert row.latency_ms < 30_000  # cut short: the whole stream would take a minute
