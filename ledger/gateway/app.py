@@ -30,7 +30,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ledger.attempt import Recorder
 from ledger.errors import BudgetExceeded, HTTPResponse, ProviderConfigurationError, TooManyRequests
@@ -46,6 +46,9 @@ from ledger.resilience.cache import ResponseCache
 from ledger.resilience.identity import ClientIdentity
 from ledger.resilience.limiter import RateLimiter, SlidingWindowLimiter
 from ledger.resilience.middleware import ResilienceMiddleware
+
+if TYPE_CHECKING:
+    from ledger.budgets.guard import BudgetGuard
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -92,7 +95,11 @@ async def _send_answer(send: Send, answer: HTTPResponse) -> None:
 
 
 class _TooLarge(Exception):
-    pass
+    """The request body passed :data:`MAX_BODY_BYTES`."""
+
+
+class _Gone(Exception):
+    """The client disconnected before its request body arrived."""
 
 
 async def _read_body(receive: Receive) -> bytes:
@@ -101,7 +108,7 @@ async def _read_body(receive: Receive) -> bytes:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            raise asyncio.CancelledError("client disconnected while sending")
+            raise _Gone
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:
@@ -126,7 +133,7 @@ class GatewayApp:
         config: GatewayConfig,
         ledger: Recorder,
         *,
-        guard: Any = None,
+        guard: BudgetGuard | None = None,
         limiter: RateLimiter | None = None,
         upstreams: Upstreams | None = None,
         cache: ResponseCache[Answer] | None = None,
@@ -229,6 +236,9 @@ class GatewayApp:
             except _TooLarge:
                 await _send_answer(send, error_response(wire, 413, "request body too large"))
                 outcome.status = 413
+                return
+            except _Gone:
+                outcome.status = 499  # nginx's "client closed request": nothing was sent
                 return
             headers = _headers(scope)
             try:
