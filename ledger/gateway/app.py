@@ -49,6 +49,7 @@ from ledger.resilience.middleware import ResilienceMiddleware
 
 if TYPE_CHECKING:
     from ledger.budgets.guard import BudgetGuard
+    from ledger.resilience.redis_backend import RedisConnections
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -61,6 +62,8 @@ log = logging.getLogger("ledger.gateway")
 ROUTES: Final[dict[str, Wire]] = {"/v1/chat/completions": "chat", "/v1/messages": "messages"}
 #: A request body larger than this is refused (413) before it is read further.
 MAX_BODY_BYTES: Final = 32 * 1024 * 1024
+#: The key prefix of the gateway's limiter windows and cache entries in Redis.
+REDIS_PREFIX: Final = "ledger:gateway:"
 #: Where the authenticated key travels from the auth step to the limiter's key.
 KEY_STATE: Final = "ledger.gateway.key"
 
@@ -126,6 +129,7 @@ class GatewayApp:
     ``guard``: the budget guard (None: budgets not enforced). ``limiter``: the
     ADR-0016 limiter (None: built from the configuration's ``rate_limit``, if any).
     ``cache``: the response cache (None: an in-process one when ``response_cache``).
+    ``redis``: the Redis connections behind the limiter and cache, closed at shutdown.
     """
 
     def __init__(
@@ -137,10 +141,12 @@ class GatewayApp:
         limiter: RateLimiter | None = None,
         upstreams: Upstreams | None = None,
         cache: ResponseCache[Answer] | None = None,
+        redis: RedisConnections | None = None,
         strict: bool | None = None,
     ) -> None:
         self.config = config
         self.ledger = ledger
+        self.redis = redis  # closed at shutdown
         self.keys = KeyTable(config.keys)
         self.upstreams = upstreams or Upstreams(config, ledger, guard=guard, strict=strict)
         self.caller = Caller(self.upstreams, default_retry_after_s=config.default_retry_after_s)
@@ -338,6 +344,9 @@ class GatewayApp:
     async def aclose(self) -> None:
         """Close the upstream connections and flush the ledger (rows reach the database)."""
         await self.upstreams.aclose()
+        if self.redis is not None:
+            await self.redis.aclose()
+            self.redis.close()
         flush = getattr(self.ledger, "flush", None)
         if callable(flush):
             await asyncio.to_thread(flush)
@@ -442,27 +451,34 @@ def create_app(
 
         guard = BudgetGuard.from_ledger(load_budgets())
     limiter: RateLimiter | None = None
-    if config.rate_limit is not None and config.redis_url:
-        from ledger.resilience import RedisConnections, RedisHealth, RedisSlidingWindowLimiter
-
-        limit, window = config.rate_limit
-        limiter = RedisSlidingWindowLimiter(
-            RedisConnections(config.redis_url),
-            limit,
-            window,
-            prefix="ledger:gateway:",
-            health=RedisHealth(),
-            fallback=SlidingWindowLimiter(limit, window),
-        )
     cache: ResponseCache[Answer] | None = None
-    if config.response_cache and config.redis_url:
-        from ledger.resilience import RedisCacheStore, RedisConnections, RedisHealth
-
-        store = RedisCacheStore(
-            RedisConnections(config.redis_url), prefix="ledger:gateway:", health=RedisHealth()
+    redis = None
+    if config.redis_url and (config.rate_limit is not None or config.response_cache):
+        from ledger.resilience import (
+            RedisCacheStore,
+            RedisConnections,
+            RedisHealth,
+            RedisSlidingWindowLimiter,
         )
-        cache = ResponseCache(ttl_s=config.cache_ttl_s, shared=store)
-    return GatewayApp(config, recorder, guard=guard, limiter=limiter, cache=cache, strict=strict)
+
+        redis = RedisConnections(config.redis_url)
+        health = RedisHealth()  # one outage warning for the limiter and the cache together
+        if config.rate_limit is not None:
+            limit, window = config.rate_limit
+            limiter = RedisSlidingWindowLimiter(
+                redis,
+                limit,
+                window,
+                prefix=REDIS_PREFIX,
+                health=health,
+                fallback=SlidingWindowLimiter(limit, window),
+            )
+        if config.response_cache:
+            store = RedisCacheStore(redis, prefix=REDIS_PREFIX, health=health)
+            cache = ResponseCache(ttl_s=config.cache_ttl_s, shared=store)
+    return GatewayApp(
+        config, recorder, guard=guard, limiter=limiter, cache=cache, redis=redis, strict=strict
+    )
 
 
 def from_environment() -> GatewayApp:

@@ -129,12 +129,11 @@ def _serve(app: GatewayApp) -> Iterator[Served]:
 
 
 @pytest.fixture
-def serve_gateway(rows: Rows) -> Iterator[Callable[..., Served]]:
-    """``serve_gateway(table, **app_options)``: a gateway for a config table, rows to ``rows``."""
+def serve_app() -> Iterator[Callable[[GatewayApp], Served]]:
+    """``serve_app(app)``: serve a built app on a loopback port until the test ends."""
     running: list[Iterator[Served]] = []
 
-    def start(table: dict[str, Any], **options: Any) -> Served:
-        app = GatewayApp(parse_config(table), rows, strict=True, **options)
+    def start(app: GatewayApp) -> Served:
         gen = _serve(app)
         running.append(gen)
         return next(gen)
@@ -143,6 +142,16 @@ def serve_gateway(rows: Rows) -> Iterator[Callable[..., Served]]:
     for gen in running:
         for _ in gen:
             pass
+
+
+@pytest.fixture
+def serve_gateway(rows: Rows, serve_app: Callable[[GatewayApp], Served]) -> Callable[..., Served]:
+    """``serve_gateway(table, **app_options)``: a gateway for a config table, rows to ``rows``."""
+
+    def start(table: dict[str, Any], **options: Any) -> Served:
+        return serve_app(GatewayApp(parse_config(table), rows, strict=True, **options))
+
+    return start
 
 
 @pytest.fixture
