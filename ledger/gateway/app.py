@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ledger.attempt import Recorder
 from ledger.errors import BudgetExceeded, HTTPResponse, ProviderConfigurationError, TooManyRequests
+from ledger.gateway.access_log import log_access
 from ledger.gateway.answers import JSON, NO_STORE, error_response
 from ledger.gateway.auth import KeyTable, presented_key
-from ledger.gateway.cache import Answer, GatewayCache, cacheable
+from ledger.gateway.cache import Answer, Capture, GatewayCache, cacheable
 from ledger.gateway.config import GatewayConfig, GatewayKey, Target, Wire, load_config
 from ledger.gateway.inbound import BadRequest, Inbound, parse
 from ledger.gateway.relay import Caller, Outcome, bodies_for
@@ -56,7 +57,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-access_log = logging.getLogger("ledger.gateway.access")
 log = logging.getLogger("ledger.gateway")
 
 ROUTES: Final[dict[str, Wire]] = {"/v1/chat/completions": "chat", "/v1/messages": "messages"}
@@ -289,7 +289,7 @@ class GatewayApp:
             )
         finally:
             self._in_flight -= 1
-            _log_access(scope, started, t0, outcome, key, model)
+            log_access(scope, started, t0, outcome, key, model)
 
     async def _cached(
         self,
@@ -303,7 +303,7 @@ class GatewayApp:
         assert self.cache is not None
 
         async def compute() -> Answer:
-            capture = _Capture()
+            capture = Capture()
             await self.caller.run(inbound, chain, bodies, capture.send, outcome)
             return capture.answer(outcome)
 
@@ -352,46 +352,6 @@ class GatewayApp:
             await asyncio.to_thread(flush)
 
 
-class _Capture:
-    """An ASGI ``send`` that keeps a whole answer instead of sending it (for the cache)."""
-
-    def __init__(self) -> None:
-        self.status = 0
-        self.headers: list[list[str]] = []
-        self.body: list[bytes] = []
-
-    async def send(self, message: Message) -> None:
-        if message["type"] == "http.response.start":
-            self.status = message["status"]
-            self.headers = [
-                [k.decode("latin-1"), v.decode("latin-1")]
-                for k, v in message.get("headers", [])
-                if k != b"content-length"
-            ]
-        else:
-            self.body.append(message.get("body", b""))
-
-    def answer(self, outcome: Outcome) -> Answer:
-        body = b"".join(self.body)
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            text = body.decode("utf-8", "replace")
-            final = False
-        else:
-            final = self.status == 200
-        event = outcome.event
-        return {
-            "status": self.status,
-            "headers": self.headers,
-            "body": text,
-            "provider": event.provider if event is not None else None,
-            "model": event.model if event is not None else None,
-            "upstream": event.upstream if event is not None else None,
-            "complete": final,  # anything but a 200 is computed afresh, never shared
-        }
-
-
 async def _disconnect(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
@@ -401,39 +361,6 @@ def _to_midnight() -> float:
     now = dt.datetime.now(dt.UTC)
     tomorrow = (now + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     return (tomorrow - now).total_seconds()
-
-
-def _log_access(
-    scope: Scope,
-    started: dt.datetime,
-    t0: float,
-    outcome: Outcome,
-    key: GatewayKey | None,
-    model: str | None,
-) -> None:
-    """One JSON line per call: never a body, a header value or a key, only the key's name."""
-    if not access_log.isEnabledFor(logging.INFO):
-        return
-    client = scope.get("client")
-    access_log.info(
-        "%s",
-        json.dumps(
-            {
-                "at": started.isoformat(),
-                "method": scope.get("method"),
-                "path": scope.get("path"),
-                "status": outcome.status,
-                "ms": round((time.perf_counter() - t0) * 1000, 2),
-                "key": key.name if key is not None else None,
-                "client": client[0] if client else None,
-                "model": model,
-                "call_id": outcome.call_id,
-                "attempts": outcome.attempts,
-                "provider": outcome.provider,
-            },
-            ensure_ascii=True,
-        ),
-    )
 
 
 def create_app(

@@ -30,6 +30,7 @@ from typing import Any
 from ledger.attempt import Recorder
 from ledger.gateway.config import Target
 from ledger.gateway.inbound import Inbound
+from ledger.gateway.relay import Message, Outcome
 from ledger.resilience.cache import ResponseCache
 from ledger.resilience.keys import cache_key
 from ledger.resilience.recording import Origin, Turn, hit_event
@@ -95,3 +96,43 @@ class GatewayCache:
             self.recorder.record(event)
         except Exception:  # recording never breaks the answer (architecture.md)
             log.exception("gateway: the cache hit's row could not be recorded")
+
+
+class Capture:
+    """An ASGI ``send`` that keeps a whole answer instead of sending it (for the cache)."""
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.headers: list[list[str]] = []
+        self.body: list[bytes] = []
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.headers = [
+                [k.decode("latin-1"), v.decode("latin-1")]
+                for k, v in message.get("headers", [])
+                if k != b"content-length"
+            ]
+        else:
+            self.body.append(message.get("body", b""))
+
+    def answer(self, outcome: Outcome) -> Answer:
+        body = b"".join(self.body)
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            text = body.decode("utf-8", "replace")
+            final = False
+        else:
+            final = self.status == 200
+        event = outcome.event
+        return {
+            "status": self.status,
+            "headers": self.headers,
+            "body": text,
+            "provider": event.provider if event is not None else None,
+            "model": event.model if event is not None else None,
+            "upstream": event.upstream if event is not None else None,
+            "complete": final,  # anything but a 200 is computed afresh, never shared
+        }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 
 import anthropic
 import httpx
@@ -287,14 +288,21 @@ def test_budget_refusal_is_a_rate_limit_error_naming_the_budget(
 def test_access_log_is_one_json_line_without_keys_or_bodies(
     gateway: Served, rows: Rows, caplog: pytest.LogCaptureFixture
 ) -> None:
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "ledger.gateway.access"]
+
     with caplog.at_level(logging.INFO, logger="ledger.gateway.access"), oai(gateway) as client:
         client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)  # type: ignore[arg-type]
         rows.wait(1)
-    lines = [r.getMessage() for r in caplog.records if r.name == "ledger.gateway.access"]
-    entry = json.loads(lines[-1])
+        for _ in range(1500):  # the line is written once the call's coroutine ends
+            if lines():
+                break
+            threading.Event().wait(0.02)
+    entries = lines()
+    entry = json.loads(entries[-1])
     assert entry["status"] == 200 and entry["key"] == "search" and entry["provider"] == "openai"
     assert entry["call_id"] == rows.events[0].call_id
-    text = "\n".join(lines)
+    text = "\n".join(entries)
     assert KEY not in text and "You review code" not in text and "sk-provider" not in text
 
 
