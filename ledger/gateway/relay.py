@@ -43,10 +43,16 @@ from ledger.events import UsageEvent
 from ledger.gateway.answers import JSON, NO_STORE, SSE, all_failed_response, error_response
 from ledger.gateway.config import Target, Wire
 from ledger.gateway.inbound import Inbound
-from ledger.gateway.translate import Untranslatable, chat_to_messages, message_to_chat
-from ledger.gateway.translate_stream import MessagesToChat
+from ledger.gateway.translate import (
+    chat_to_message,
+    chat_to_messages,
+    message_to_chat,
+    messages_to_chat,
+)
+from ledger.gateway.translate_stream import ChatToMessages, MessagesToChat
 from ledger.gateway.upstream import Filing, Upstreams
 from ledger.instrument.meter import Exchange
+from ledger.providers import PROVIDERS
 
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
@@ -81,9 +87,9 @@ def bodies_for(inbound: Inbound, chain: tuple[Target, ...]) -> list[Mapping[str,
         elif inbound.wire == "chat":
             out.append(chat_to_messages(inbound.body, target.model))
         else:
-            raise Untranslatable(
-                "the Anthropic messages format", f"{target.provider} (OpenAI chat)"
-            )
+            provider = PROVIDERS[target.provider]
+            field = getattr(provider, "max_tokens_field", "max_tokens")
+            out.append(messages_to_chat(inbound.body, target.model, field))
     return out
 
 
@@ -221,7 +227,8 @@ class Caller:
         if exchange.error is not None:
             return exchange.error
         if not passthrough:
-            body = json.dumps(message_to_chat(json.loads(body)), ensure_ascii=False).encode()
+            back = message_to_chat if inbound.wire == "chat" else chat_to_message
+            body = json.dumps(back(json.loads(body)), ensure_ascii=False).encode()
         headers = [JSON, *_call_header(outcome)]
         await _answer(send, response.status_code, headers, body, outcome)
         return None
@@ -236,9 +243,11 @@ class Caller:
         last: bool,
         outcome: Outcome,
     ) -> ProviderError | None:
-        transform: _Passthrough | _UsageStripper | MessagesToChat
-        if target.wire != inbound.wire:
+        transform: _Passthrough | _UsageStripper | MessagesToChat | ChatToMessages
+        if target.wire != inbound.wire and inbound.wire == "chat":
             transform = MessagesToChat(include_usage=inbound.include_usage)
+        elif target.wire != inbound.wire:
+            transform = ChatToMessages()
         elif inbound.wire == "chat" and not inbound.include_usage:
             transform = _UsageStripper()
         else:

@@ -10,8 +10,10 @@ raises :class:`Untranslatable` naming the field (the gateway answers 400): a
 feature is never dropped silently. Responses and streams are translated back
 in :mod:`ledger.gateway.translate_stream` (streams) and here (whole bodies).
 
-Anthropic-wire clients routed to an OpenAI-wire provider are not translated:
-the gateway refuses such a chain's request with 400 rather than guess.
+The other way (an Anthropic-wire client whose chain reaches an OpenAI-wire
+provider) translates the same features; ``cache_control`` marks are dropped there
+(OpenAI-style providers cache prefixes by themselves), ``top_k``, ``thinking``
+and documents are refused.
 """
 
 from __future__ import annotations
@@ -298,4 +300,211 @@ def message_to_chat(data: Mapping[str, Any]) -> dict[str, Any]:
             }
         ],
         "usage": openai_usage(jsonwire.obj(data.get("usage"))),
+    }
+
+
+# -- Anthropic messages request -> OpenAI chat request ----------------------------------
+
+_MESSAGES_READ: Final = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "stop_sequences",
+        "stream",
+        "metadata",
+        "tools",
+        "tool_choice",
+    }
+)
+STOP_REASONS: Final = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "refusal",
+}
+
+
+def messages_to_chat(
+    body: Mapping[str, Any], model: str, max_tokens_field: str = "max_tokens"
+) -> dict[str, Any]:
+    """The OpenAI chat request for an Anthropic messages ``body``, asking ``model``.
+
+    ``cache_control`` marks are dropped: they are hints for Anthropic's explicit
+    prompt cache, and OpenAI-style providers cache prefixes by themselves (the
+    answer is the same; the README says so).
+    """
+    for name, value in body.items():
+        if name not in _MESSAGES_READ and value is not None:
+            raise Untranslatable(name, "OpenAI chat completions")
+    messages: list[dict[str, Any]] = []
+    system = body.get("system")
+    if system:
+        messages.append({"role": "system", "content": _chat_text(system, "system")})
+    for i, message in enumerate(body["messages"]):
+        messages.extend(_chat_messages(message, f"messages[{i}]"))
+    out: dict[str, Any] = {"model": model, "messages": messages}
+    if isinstance(body.get("max_tokens"), int):
+        out[max_tokens_field] = body["max_tokens"]
+    for name in ("temperature", "top_p"):
+        if body.get(name) is not None:
+            out[name] = body[name]
+    if body.get("stop_sequences"):
+        out["stop"] = list(body["stop_sequences"])
+    if body.get("stream") is True:
+        out["stream"] = True
+    user = jsonwire.obj(body.get("metadata")).get("user_id")
+    if isinstance(user, str):
+        out["user"] = user
+    if body.get("tools"):
+        out["tools"] = [_chat_tool(t, i) for i, t in enumerate(body["tools"])]
+    if body.get("tool_choice") is not None:
+        out.update(_chat_tool_choice(body["tool_choice"]))
+    return out
+
+
+def _chat_text(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for j, block in enumerate(content if isinstance(content, list) else [content]):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+            raise Untranslatable(f"{where}[{j}] of type {kind!r}", "OpenAI chat completions")
+        parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
+def _chat_part(block: Any, where: str) -> dict[str, Any]:
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind == "text":
+        return {"type": "text", "text": block.get("text", "")}
+    if kind == "image":
+        source = jsonwire.obj(block.get("source"))
+        if source.get("type") == "base64":
+            url = f"data:{source.get('media_type')};base64,{source.get('data')}"
+            return {"type": "image_url", "image_url": {"url": url}}
+        if source.get("type") == "url":
+            return {"type": "image_url", "image_url": {"url": source.get("url")}}
+    raise Untranslatable(f"{where} of type {kind!r}", "OpenAI chat completions")
+
+
+def _chat_messages(message: Any, where: str) -> list[dict[str, Any]]:
+    role = message.get("role") if isinstance(message, dict) else None
+    if role not in ("user", "assistant"):
+        raise Untranslatable(f"{where}.role {role!r}", "OpenAI chat completions")
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"role": role, "content": content}]
+    parts: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for j, block in enumerate(content or []):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_use" and role == "assistant":
+            arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
+            function = {"name": block.get("name"), "arguments": arguments}
+            calls.append({"id": block.get("id"), "type": "function", "function": function})
+        elif kind == "tool_result" and role == "user":
+            if block.get("is_error"):
+                raise Untranslatable(f"{where}.content[{j}].is_error", "OpenAI chat completions")
+            text = _chat_text(block.get("content") or "", f"{where}.content[{j}].content")
+            results.append(
+                {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text}
+            )
+        else:
+            parts.append(_chat_part(block, f"{where}.content[{j}]"))
+    out: list[dict[str, Any]] = list(results)
+    if role == "assistant":
+        text = "".join(p["text"] for p in parts if p["type"] == "text")
+        assistant: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if calls:
+            assistant["tool_calls"] = calls
+        out.append(assistant)
+    elif parts:
+        out.append({"role": "user", "content": parts})
+    return out
+
+
+def _chat_tool(tool: Any, i: int) -> dict[str, Any]:
+    if not isinstance(tool, dict) or tool.get("type") not in (None, "custom"):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        raise Untranslatable(f"tools[{i}] of type {kind!r}", "OpenAI chat completions")
+    function = {"name": tool.get("name"), "parameters": tool.get("input_schema") or {}}
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    return {"type": "function", "function": function}
+
+
+def _chat_tool_choice(choice: Any) -> dict[str, Any]:
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    mapped: dict[str, Any]
+    if kind == "auto":
+        mapped = {"tool_choice": "auto"}
+    elif kind == "any":
+        mapped = {"tool_choice": "required"}
+    elif kind == "none":
+        mapped = {"tool_choice": "none"}
+    elif kind == "tool":
+        mapped = {"tool_choice": {"type": "function", "function": {"name": choice.get("name")}}}
+    else:
+        raise Untranslatable(f"tool_choice {choice!r}", "OpenAI chat completions")
+    if choice.get("disable_parallel_tool_use"):
+        mapped["parallel_tool_calls"] = False
+    return mapped
+
+
+# -- OpenAI chat completion -> Anthropic message ----------------------------------------
+
+
+def anthropic_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
+    """An Anthropic ``usage`` object for an OpenAI one (cache reads outside the input)."""
+    prompt = jsonwire.count(usage.get("prompt_tokens")) or 0
+    details = jsonwire.obj(usage.get("prompt_tokens_details"))
+    read = jsonwire.count(details.get("cached_tokens")) or 0
+    write = jsonwire.count(details.get("cache_write_tokens")) or 0
+    return {
+        "input_tokens": max(prompt - read - write, 0),
+        "output_tokens": jsonwire.count(usage.get("completion_tokens")) or 0,
+        "cache_read_input_tokens": read,
+        "cache_creation_input_tokens": write,
+    }
+
+
+def chat_to_message(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The Anthropic message for a whole OpenAI chat completion."""
+    choices = data.get("choices") or [{}]
+    choice = jsonwire.obj(choices[0])
+    message = jsonwire.obj(choice.get("message"))
+    content: list[dict[str, Any]] = []
+    if isinstance(message.get("content"), str) and message["content"]:
+        content.append({"type": "text", "text": message["content"]})
+    for call in message.get("tool_calls") or []:
+        function = jsonwire.obj(jsonwire.obj(call).get("function"))
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except ValueError:
+            arguments = {}
+        content.append(
+            {
+                "type": "tool_use",
+                "id": call.get("id"),
+                "name": function.get("name"),
+                "input": arguments,
+            }
+        )
+    finish = str(choice.get("finish_reason"))
+    return {
+        "id": data.get("id"),
+        "type": "message",
+        "role": "assistant",
+        "model": data.get("model"),
+        "content": content,
+        "stop_reason": STOP_REASONS.get(finish, "end_turn"),
+        "stop_sequence": None,
+        "usage": anthropic_usage(jsonwire.obj(data.get("usage"))),
     }

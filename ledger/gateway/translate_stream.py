@@ -1,5 +1,6 @@
-"""Anthropic's message stream re-told as OpenAI chat-completion chunks, event by event, so
-an OpenAI-wire client whose call fell back to Anthropic reads a stream it understands.
+"""Streams re-told in the other wire format, event by event: Anthropic's message stream
+as OpenAI chat-completion chunks (:class:`MessagesToChat`, for an OpenAI-wire client
+whose call fell back to Anthropic) and the reverse (:class:`ChatToMessages`).
 
 Each Anthropic event becomes at most one chunk, written as soon as it is decoded
 (no buffering beyond one incomplete SSE line). The usage chunk (``choices: []``)
@@ -14,7 +15,7 @@ import json
 import time
 from typing import Any
 
-from ledger.gateway.translate import FINISH_REASONS, openai_usage
+from ledger.gateway.translate import FINISH_REASONS, STOP_REASONS, anthropic_usage, openai_usage
 from ledger.providers import wire as jsonwire
 from ledger.providers.sse import SSEDecoder
 
@@ -141,3 +142,123 @@ class MessagesToChat:
             )
         out.append(b"data: [DONE]\n\n")
         return b"".join(out)
+
+
+def _event(kind: str, data: dict[str, Any]) -> bytes:
+    payload = json.dumps({"type": kind, **data}, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {kind}\ndata: {payload}\n\n".encode()
+
+
+class ChatToMessages:
+    """Feed OpenAI chat-completion SSE bytes, get Anthropic message-stream SSE bytes.
+
+    Text deltas open a text block, each tool call its own ``tool_use`` block; the
+    closing ``message_delta`` (stop reason, usage) waits for the usage chunk that
+    follows the finish chunk, so it is written at ``[DONE]`` or at the end.
+    """
+
+    def __init__(self) -> None:
+        self._sse = SSEDecoder()
+        self._started = False
+        self._block: int | None = None  # the open content block's index
+        self._blocks = 0
+        self._tools: dict[int, int] = {}  # OpenAI tool_calls index -> block index
+        self._finish: str | None = None
+        self._usage: dict[str, Any] = {}
+        self._done = False
+
+    def feed(self, data: bytes) -> bytes:
+        return b"".join(self._chunk(text) for _, text in self._sse.feed_pairs(data))
+
+    def close(self) -> bytes:
+        out = [self._chunk(text) for _, text in self._sse.close_pairs()]
+        out.append(self._end())
+        return b"".join(out)
+
+    def _chunk(self, text: str) -> bytes:
+        if self._done:
+            return b""
+        if text.strip() == "[DONE]":
+            return self._end()
+        chunk = jsonwire.obj(jsonwire.loads_text(text))
+        if "error" in chunk:
+            error = jsonwire.obj(chunk.get("error"))
+            self._done = True
+            message = error.get("message") or "upstream error"
+            return _event("error", {"error": {"type": "api_error", "message": message}})
+        out = [] if self._started else [self._start(chunk)]
+        self._started = True
+        if isinstance(chunk.get("usage"), dict):
+            self._usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            delta = jsonwire.obj(jsonwire.obj(choice).get("delta"))
+            if isinstance(delta.get("content"), str) and delta["content"]:
+                out.append(self._text(delta["content"]))
+            for call in delta.get("tool_calls") or []:
+                out.append(self._tool(jsonwire.obj(call)))
+            if choice.get("finish_reason"):
+                self._finish = choice["finish_reason"]
+        return b"".join(out)
+
+    def _start(self, chunk: dict[str, Any]) -> bytes:
+        message: dict[str, Any] = {
+            "id": chunk.get("id"),
+            "type": "message",
+            "role": "assistant",
+            "model": chunk.get("model"),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }
+        return _event("message_start", {"message": message})
+
+    def _open(self, block: dict[str, Any]) -> bytes:
+        out = self._close_block()
+        self._block = self._blocks
+        self._blocks += 1
+        return out + _event("content_block_start", {"index": self._block, "content_block": block})
+
+    def _close_block(self) -> bytes:
+        if self._block is None:
+            return b""
+        index, self._block = self._block, None
+        return _event("content_block_stop", {"index": index})
+
+    def _text(self, text: str) -> bytes:
+        out = b""
+        if self._block is None or self._block in self._tools.values():
+            out = self._open({"type": "text", "text": ""})
+        delta = {"type": "text_delta", "text": text}
+        return out + _event("content_block_delta", {"index": self._block, "delta": delta})
+
+    def _tool(self, call: dict[str, Any]) -> bytes:
+        index = jsonwire.count(call.get("index")) or 0
+        function = jsonwire.obj(call.get("function"))
+        out = b""
+        if index not in self._tools:
+            block: dict[str, Any] = {
+                "type": "tool_use",
+                "id": call.get("id"),
+                "name": function.get("name"),
+                "input": {},
+            }
+            out = self._open(block)
+            assert self._block is not None
+            self._tools[index] = self._block
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and arguments:
+            delta = {"type": "input_json_delta", "partial_json": arguments}
+            out += _event("content_block_delta", {"index": self._tools[index], "delta": delta})
+        return out
+
+    def _end(self) -> bytes:
+        if self._done or not self._started:
+            return b""
+        self._done = True
+        stop = STOP_REASONS.get(str(self._finish), "end_turn")
+        delta = {
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": anthropic_usage(self._usage),
+        }
+        return self._close_block() + _event("message_delta", delta) + _event("message_stop", {})

@@ -336,14 +336,31 @@ def test_response_cache_serves_identical_plain_calls_once_and_records_the_hits(
     assert not french_row.response_cache_hit
 
 
-def test_an_anthropic_wire_request_on_a_chain_crossing_to_openai_is_a_clear_400(
+def test_an_anthropic_sdk_falls_back_to_openai_and_reads_anthropic_answers(
     sim: tuple[Simulator, str], serve_gateway: object, rows: Rows
 ) -> None:
     from tests.gateway.conftest import sim_table
 
     chain = ["anthropic:claude-haiku-4-5-20251001", "openai:gpt-4o-mini"]
     served = serve_gateway(sim_table(sim[1], models={"mixed": chain}))  # type: ignore[operator]
-    with claude(served) as c, pytest.raises(anthropic.BadRequestError) as caught:
-        c.messages.create(model="mixed", max_tokens=5, messages=[{"role": "user", "content": "x"}])
-    assert "Anthropic messages format" in caught.value.message
-    assert rows.events == []
+    sim[0].faults.add(Fault(FaultKind.OVERLOADED, "anthropic", count=2))
+    ask = {"model": "mixed", "max_tokens": 50, "messages": [{"role": "user", "content": "x"}]}
+    with claude(served) as c:
+        message = c.messages.create(**ask)  # type: ignore[arg-type]
+        with c.messages.stream(**ask) as stream:  # type: ignore[arg-type]
+            text = "".join(stream.text_stream)
+            final = stream.get_final_message()
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            c.messages.create(**ask, extra_body={"top_k": 5})  # type: ignore[arg-type]
+    assert message.type == "message" and message.content[0].type == "text"
+    assert message.model.startswith("gpt-4o-mini") and text
+    events = rows.wait(4)
+    assert [(e.provider, e.status) for e in events] == [
+        ("anthropic", "error"),
+        ("openai", "ok"),
+        ("anthropic", "error"),
+        ("openai", "ok"),
+    ]
+    assert message.usage.output_tokens == events[1].output_tokens
+    assert final.usage.output_tokens == events[3].output_tokens
+    assert "'top_k'" in caught.value.message and len(rows.events) == 4

@@ -193,3 +193,77 @@ def test_streamed_tool_use_and_an_error_event_translate() -> None:
         "error": {"message": "Overloaded", "type": "overloaded_error", "code": None}
     }
     assert "[DONE]" not in out  # a stream that failed does not claim to be complete
+
+
+def test_an_anthropic_request_translates_to_openai_chat() -> None:
+    from ledger.gateway.translate import messages_to_chat
+
+    body: dict[str, Any] = {
+        "model": "claude",
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {"role": "user", "content": "Weather in Lisbon?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Checking."},
+                    {
+                        "type": "tool_use",
+                        "id": "t1",
+                        "name": "weather",
+                        "input": {"city": "Lisbon"},
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "sunny"},
+                    {"type": "text", "text": "And now?"},
+                ],
+            },
+        ],
+        "tools": [{"name": "weather", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
+        "max_tokens": 64,
+        "stop_sequences": ["END"],
+        "metadata": {"user_id": "u-1"},
+    }
+    out = messages_to_chat(body, "gpt-4o-mini", "max_completion_tokens")
+    assert out["messages"][0] == {"role": "system", "content": "Be brief."}
+    assistant = out["messages"][2]
+    assert assistant["content"] == "Checking."
+    assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {"city": "Lisbon"}
+    assert out["messages"][3] == {"role": "tool", "tool_call_id": "t1", "content": "sunny"}
+    assert out["messages"][4]["content"] == [{"type": "text", "text": "And now?"}]
+    assert out["max_completion_tokens"] == 64 and out["stop"] == ["END"] and out["user"] == "u-1"
+    assert out["tool_choice"] == "required" and out["parallel_tool_calls"] is False
+    for refused in ({"top_k": 5}, {"thinking": {"type": "enabled", "budget_tokens": 1024}}):
+        with pytest.raises(Untranslatable):
+            messages_to_chat({**body, **refused}, "gpt-4o-mini")
+
+
+@pytest.mark.parametrize("piece", [1, 13, 8192])
+def test_an_openai_stream_becomes_anthropic_events_the_sdk_accumulates(piece: int) -> None:
+    from anthropic.types import RawMessageStreamEvent
+    from pydantic import TypeAdapter
+
+    from ledger.gateway.translate_stream import ChatToMessages
+
+    raw = (PAYLOADS / "openai_stream_include_usage_real.sse").read_bytes()
+    translator = ChatToMessages()
+    out = b"".join(translator.feed(raw[i : i + piece]) for i in range(0, len(raw), piece))
+    out += translator.close()
+    adapter = TypeAdapter(RawMessageStreamEvent)
+    events = [
+        adapter.validate_python(json.loads(block.split("\ndata: ", 1)[1]))
+        for block in out.decode().split("\n\n")
+        if block
+    ]
+    assert [e.type for e in events[:2]] == ["message_start", "content_block_start"]
+    assert [e.type for e in events[-3:]] == ["content_block_stop", "message_delta", "message_stop"]
+    text = "".join(e.delta.text for e in events if e.type == "content_block_delta")  # type: ignore[union-attr]
+    assert text == "The capital of the UK is London."
+    final = events[-2]
+    assert final.type == "message_delta" and final.usage.output_tokens > 0
+    assert final.delta.stop_reason == "end_turn"
