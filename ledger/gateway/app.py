@@ -149,6 +149,11 @@ class GatewayApp:
         self.redis = redis  # closed at shutdown
         self.keys = KeyTable(config.keys)
         self.upstreams = upstreams or Upstreams(config, ledger, guard=guard, strict=strict)
+        # Every provider a route can reach is built now (as the cascade does): a missing key
+        # fails at start, not under load when the primary first answers 429.
+        named = {t.provider for chain in config.models.values() for t in chain}
+        for name in sorted(named | set(config.passthrough)):
+            self.upstreams.provider(name)
         self.caller = Caller(self.upstreams, default_retry_after_s=config.default_retry_after_s)
         if cache is None and config.response_cache:
             cache = ResponseCache(ttl_s=config.cache_ttl_s)

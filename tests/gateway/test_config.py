@@ -97,3 +97,20 @@ def test_no_configuration_at_all_says_where_to_put_one(
     monkeypatch.delenv("LEDGER_GATEWAY_FILE", raising=False)
     with pytest.raises(GatewayConfigurationError, match=r"\[tool\.ledger\.gateway\]"):
         load_config(start=tmp_path)
+
+
+def test_a_provider_without_its_key_fails_when_the_app_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ledger.errors import ProviderConfigurationError
+    from ledger.gateway import GatewayApp
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-1")
+    with pytest.raises(ProviderConfigurationError, match="anthropic: no API key"):
+        GatewayApp(parse_config(_table(passthrough=[])), ledger=_Discard())
+
+
+class _Discard:
+    def record(self, event: object) -> str:
+        return ""
