@@ -11,14 +11,27 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import sys
 import time
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, Final
 
 from ledger.gateway.config import GatewayKey
 from ledger.gateway.relay import Outcome
 
 access_log = logging.getLogger("ledger.gateway.access")
+#: Set by ``ledger gateway --workers N`` so each worker process configures the log too.
+ACCESS_LOG_ENV: Final = "LEDGER_GATEWAY_ACCESS_LOG"
+
+
+def configure_access_log() -> None:
+    """JSON access lines on stderr (one per call), unless logging was configured already."""
+    if not access_log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        access_log.addHandler(handler)
+        access_log.setLevel(logging.INFO)
+        access_log.propagate = False
 
 
 def log_access(

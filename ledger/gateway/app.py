@@ -28,13 +28,14 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ledger.attempt import Recorder
 from ledger.errors import BudgetExceeded, HTTPResponse, ProviderConfigurationError, TooManyRequests
-from ledger.gateway.access_log import log_access
+from ledger.gateway.access_log import ACCESS_LOG_ENV, configure_access_log, log_access
 from ledger.gateway.answers import JSON, NO_STORE, error_response
 from ledger.gateway.auth import KeyTable, presented_key
 from ledger.gateway.cache import Answer, Capture, GatewayCache, cacheable
@@ -416,4 +417,6 @@ def create_app(
 def from_environment() -> GatewayApp:
     """``uvicorn --factory ledger.gateway.app:from_environment``: the configuration file
     found from the working directory (or ``LEDGER_GATEWAY_FILE``)."""
+    if os.environ.get(ACCESS_LOG_ENV) == "1":
+        configure_access_log()
     return create_app(load_config())

@@ -12,26 +12,14 @@ rate limiter counts across them.
 
 from __future__ import annotations
 
-import logging
 import os
-import sys
 from pathlib import Path
 
 import uvicorn
 
+from ledger.gateway.access_log import ACCESS_LOG_ENV, configure_access_log
 from ledger.gateway.app import create_app
 from ledger.gateway.config import ENV_GATEWAY_FILE, load_config
-
-
-def configure_access_log() -> None:
-    """JSON access lines on stderr (one per call), unless logging was configured already."""
-    logger = logging.getLogger("ledger.gateway.access")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
 
 
 def serve(
@@ -57,8 +45,10 @@ def serve(
         "timeout_graceful_shutdown": graceful_s,
     }
     if workers > 1:
+        # Workers are fresh processes: they find the file and the log setting here.
         if config.source is not None:
             os.environ[ENV_GATEWAY_FILE] = str(config.source)
+        os.environ[ACCESS_LOG_ENV] = "1" if access_log else "0"
         uvicorn.run("ledger.gateway.app:from_environment", factory=True, workers=workers, **common)  # type: ignore[arg-type]
         return
     uvicorn.run(create_app(config), **common)  # type: ignore[arg-type]
