@@ -51,7 +51,7 @@ ERROR_TYPES: Final = frozenset(
 #: The ``error_type`` of a streamed attempt the caller stopped reading before it
 #: ended: an ``error`` row (its usage is partial, so it is no served attempt),
 #: but not the provider's failure (see the README's "What a row says").
-ABANDONED: Final = "abandoned"
+ABANDONED: Final[ErrorType] = "abandoned"
 COST_SOURCES: Final = frozenset({"provider", "computed"})
 
 #: Token counters are stored as 64-bit integers (``bigint``).

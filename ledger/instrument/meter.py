@@ -314,6 +314,10 @@ class Exchange:
         self.ttft: float | None = None
         self.finished = False
         self.event: UsageEvent | None = None
+        # The SDK closed the body before its end (the stream's own end, or the whole
+        # body for a non-streamed answer): the row is abandoned, its usage partial.
+        self.abandoned = False
+        self.broke = False
 
     @property
     def provider(self) -> Provider:
@@ -384,6 +388,7 @@ class Exchange:
         except Exception as exc:  # a parser bug: the SDK's call must not notice
             self.meter.complain(f"parser:{self.provider.name}", "parser failed", exc)
             parsed, error = None, None
+        self.abandoned = self.abandoned and error is None
         self._write(parsed, error, streamed=self.parser is not None)
 
     def _outcome(
@@ -397,7 +402,7 @@ class Exchange:
             body = provider.parse_error(status, content)
             return None, http_failure(provider, status, body, self.headers)
         if self.parser is not None:
-            return self._stream_outcome(self.parser, broken)
+            return self._stream_outcome(self.parser, broken, early)
         if broken is not None:
             cls = ProviderTimeout if isinstance(broken, self.timeouts) else ProviderTransportError
             message = f"{provider.name}: the body broke off ({type(broken).__name__})"
@@ -411,6 +416,7 @@ class Exchange:
             )
         if not parsed.valid:
             if early:  # the SDK stopped reading: a partial body says nothing about the server
+                self.abandoned = True
                 return None, None
             self.meter.complain(
                 f"invalid:{provider.name}",
@@ -425,10 +431,11 @@ class Exchange:
         return parsed, None
 
     def _stream_outcome(
-        self, parser: StreamParser, broken: BaseException | None
+        self, parser: StreamParser, broken: BaseException | None, early: bool
     ) -> tuple[Parsed, ProviderError | None]:
         provider = self.provider
         parsed = parser.finish()
+        self.abandoned = early and not parser.done
         delivered = self.ttft is not None
         if parsed.error is not None:
             error = in_band_failure(
@@ -440,6 +447,7 @@ class Exchange:
             )
             return parsed, error
         if broken is not None:
+            self.broke = True
             return parsed, StreamInterrupted(
                 f"{provider.name} stream broke: {type(broken).__name__}",
                 provider=provider.name,
@@ -461,6 +469,8 @@ class Exchange:
                 http_status=self.status,
                 streamed=streamed,
                 cost=cost_of(self.prep, parsed),
+                abandoned=self.abandoned,
+                cut_short=self.abandoned or self.broke,
             )
         except Exception as exc:
             self.meter.complain(f"row:{self.provider.name}", "could not build the row", exc)
