@@ -177,8 +177,9 @@ class Meter:
         inject = route.endpoint == "chat"
         changed, sent_key = self._session_key(provider, data, ctx, inject=inject)
         asked = usage_asked(provider, data) if inject else True
-        if not asked and self.include_usage and isinstance(provider, OpenAIStyleProvider):
-            data["stream_options"] = {**wire.obj(data.get("stream_options")), "include_usage": True}
+        options = wire.obj(data.get("stream_options"))
+        if not asked and self.include_usage and "include_usage" not in options:
+            data["stream_options"] = {**options, "include_usage": True}
             changed = asked = True
         replaced = None
         if changed:
@@ -447,6 +448,8 @@ class Exchange:
             and self.parser is not None
             and parsed is not None
             and parsed.usage is None
+            and error is None
+            and not self.abandoned
         ):
             warn_no_stream_usage(self.provider.name)
         self._write(parsed, error, streamed=self.parser is not None)

@@ -16,7 +16,7 @@ import ledger
 from ledger.instrument import meter as meter_module
 from ledger.simulator import Fault, FaultKind, Simulator
 from tests.instrument.conftest import Rows
-from tests.llm_loopback import LoopbackLLM, Reply
+from tests.llm_loopback import PAYLOADS, LoopbackLLM, Reply
 
 Server = tuple[Simulator, str]
 SYSTEM = "You are a careful code-review agent with a long tool contract. " * 80
@@ -286,3 +286,18 @@ async def test_async_httpx_client_takes_include_usage_too(sim_server: Server, ro
         chunks = [c async for c in stream]
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
     assert rows.only.usage_reported and rows.only.input_tokens == chunks[-1].usage.prompt_tokens
+
+
+def test_include_usage_leaves_an_explicit_false_alone(loopback: LoopbackLLM, rows: Rows) -> None:
+    no_usage = b"\n\n".join(
+        block
+        for block in (PAYLOADS / "openai_stream_include_usage_real.sse").read_bytes().split(b"\n\n")
+        if b'"usage":{' not in block
+    )
+    loopback.queue(Reply(no_usage, chunk_size=64, headers={"content-type": "text/event-stream"}))
+    base = loopback.url + "/v1"
+    http = ledger.httpx_client(ledger=rows, providers={base: "openai"}, include_usage=True)
+    with openai.OpenAI(api_key="sk", base_url=base, http_client=http, max_retries=0) as client:
+        assert _stream_text(client, stream_options={"include_usage": False})[0]
+    assert loopback.requests[0].body["stream_options"] == {"include_usage": False}
+    assert (rows.only.status, rows.only.usage_reported) == ("ok", False)
