@@ -11,8 +11,14 @@ tuples straight to the DBAPI connection that SQLAlchemy's pool gives us:
 * SQLite: one ``executemany`` of ``INSERT … ON CONFLICT (event_id) DO NOTHING``
   per batch, in one transaction.
 * PostgreSQL: ``COPY`` into a session temp table, then one
-  ``INSERT … SELECT … ON CONFLICT (event_id) DO NOTHING``. COPY streams the
-  batch in one round trip, which row-by-row protocols cannot match.
+  ``INSERT … SELECT … ON CONFLICT DO NOTHING``. COPY streams the batch in one
+  round trip, which row-by-row protocols cannot match. The conflict has no
+  target because the unique key is ``event_id`` on a plain table and
+  ``(event_id, started_at)`` on a partitioned one (see
+  ``ledger.schema.partitioned_token_usage``); ``id`` comes from a sequence, so
+  that key is the only one a row can collide on. On a partitioned table the
+  sink first creates the partitions of the batch's months, and of this month
+  and the next ones (see ledger.store.partitions).
 
 Either way a replayed event is stored once.
 """
@@ -20,6 +26,7 @@ Either way a replayed event is stored once.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -27,11 +34,13 @@ from psycopg import sql as pgsql
 from sqlalchemy import Engine, column, select, table
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ledger.schema import EVENT_COLUMNS, TABLE_NAME, token_usage
+from ledger.schema import EVENT_COLUMNS, PARTITION_KEY, TABLE_NAME, token_usage
+from ledger.store import partitions
 
 Row = tuple[Any, ...]
 
 _STAGE = "ledger_stage"
+_STARTED_AT = EVENT_COLUMNS.index(PARTITION_KEY)
 
 
 class Sink(Protocol):
@@ -95,7 +104,7 @@ class PostgresSink:
         stmt = (
             postgresql.insert(token_usage)
             .from_select(list(EVENT_COLUMNS), select(*stage.c))
-            .on_conflict_do_nothing(index_elements=["event_id"])
+            .on_conflict_do_nothing()
         )
         self._insert_sql = str(stmt.compile(dialect=dialect))
         names = pgsql.SQL(", ").join(map(pgsql.Identifier, EVENT_COLUMNS))
@@ -106,6 +115,8 @@ class PostgresSink:
         ).format(stage_id, names, table_id)
         self._copy_sql = pgsql.SQL("COPY {} ({}) FROM STDIN").format(stage_id, names)
         self._conn: Any = None
+        #: Months with a partition, or None when the table is not partitioned.
+        self._months: set[partitions.Month] | None = None
 
     def _connect(self) -> Any:
         raw = self._engine.raw_connection()
@@ -113,14 +124,29 @@ class PostgresSink:
         # Wire rows carry naive-UTC timestamps; read them as UTC.
         conn.execute("SET TIME ZONE 'UTC'")
         conn.execute(self._create_sql)
+        self._months = partitions.months(conn) if partitions.is_partitioned(conn) else None
         conn.commit()
         return raw
+
+    def _ensure_partitions(self, conn: Any, rows: Sequence[Row]) -> None:
+        # A stale list only costs a row in the default partition, which
+        # `ledger db maintain` moves out; a missing month would cost a full
+        # batch in the default, so the batch's months are checked every time.
+        if self._months is None:
+            return
+        wanted = {partitions.month_of_wire(row[_STARTED_AT]) for row in rows}
+        wanted.update(partitions.ahead(dt.datetime.now(dt.UTC)))
+        if wanted <= self._months:
+            return
+        partitions.ensure_months(conn, wanted - self._months)
+        self._months = partitions.months(conn)
 
     def insert(self, rows: Sequence[Row]) -> int:
         if self._conn is None:
             self._conn = self._connect()
         conn = self._conn.driver_connection
         try:
+            self._ensure_partitions(conn, rows)
             with conn.cursor() as cur:
                 with cur.copy(self._copy_sql) as copy:
                     for row in rows:
