@@ -87,6 +87,7 @@ def maintain_command(ahead: int) -> None:
         raw = engine.raw_connection()
         try:
             pg = raw.driver_connection
+            pg.rollback()
             if not partitions.is_partitioned(pg):
                 click.echo(not_partitioned_advice(where))
                 return

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from psycopg import sql
+from psycopg import pq, sql
 
 from ledger.schema import EVENT_COLUMNS, PARTITION_KEY, TABLE_NAME
 
@@ -129,6 +129,9 @@ def ensure_months(conn: Any, wanted: Iterable[Month], parent: str = TABLE_NAME) 
     same transaction (``ATTACH`` refuses while the default holds any of them).
     Returns what was created.
     """
+    # Inside a caller's transaction each month would be a savepoint, committed
+    # (or not) by the caller: refuse, so creation never waits on unrelated work.
+    assert conn.info.transaction_status == pq.TransactionStatus.IDLE, "call between transactions"
     created: list[Created] = []
     for month in sorted(set(wanted)):
         with conn.transaction():
@@ -200,4 +203,6 @@ def months_in_default(conn: Any) -> set[Month]:
 
 def maintain(conn: Any, now: dt.datetime, count: int = MONTHS_AHEAD) -> list[Created]:
     """Partitions for this month, ``count`` ahead, and every month stranded in the default."""
-    return ensure_months(conn, [*ahead(now, count), *months_in_default(conn)])
+    stranded = months_in_default(conn)
+    conn.commit()
+    return ensure_months(conn, [*ahead(now, count), *stranded])

@@ -226,8 +226,10 @@ def partition(
     raw = engine.raw_connection()
     try:
         pg: Any = raw.driver_connection
+        # Each statement its own transaction unless inside `pg.transaction()`.
+        pg.rollback()  # the pool's pre-ping may have opened one
+        pg.autocommit = True
         if partitions.is_partitioned(pg):
-            pg.rollback()
             return Result(already=True)
         with pg.transaction():
             exists = pg.execute("SELECT to_regclass(%s)", (NEW,)).fetchone()[0] is not None
@@ -254,4 +256,5 @@ def partition(
         _swap(pg)
         return Result(already=False, copied=copied, months=len(created))
     finally:
+        pg.autocommit = False
         raw.close()

@@ -110,13 +110,15 @@ def _drop_partitions(engine: Engine, boundary: dt.datetime) -> Plan:
     raw = engine.raw_connection()
     try:
         pg: Any = raw.driver_connection
+        # Each statement its own transaction unless inside `pg.transaction()`.
+        pg.rollback()  # the pool's pre-ping may have opened one
+        pg.autocommit = True
         # Old rows parked in the default partition move to their months first,
         # so they go with them.
         stranded = {
             m for m in partitions.months_in_default(pg) if m < partitions.month_of(boundary)
         }
         partitions.ensure_months(pg, stranded)
-        pg.commit()
         logged = pg.execute("SELECT to_regclass(%s)", (_CHANGES,)).fetchone()[0] is not None
         pg.commit()
         rows, spend, dropped = 0, Decimal(0), []
@@ -143,6 +145,7 @@ def _drop_partitions(engine: Engine, boundary: dt.datetime) -> Plan:
             dropped.append(name)
         return Plan("drop partitions", boundary, rows, spend, tuple(dropped))
     finally:
+        pg.autocommit = False
         raw.close()
 
 
