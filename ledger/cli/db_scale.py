@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
 import click
 
@@ -86,7 +87,7 @@ def maintain_command(ahead: int) -> None:
             return
         raw = engine.raw_connection()
         try:
-            pg = raw.driver_connection
+            pg: Any = raw.driver_connection
             pg.rollback()
             if not partitions.is_partitioned(pg):
                 click.echo(not_partitioned_advice(where))

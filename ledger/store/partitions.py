@@ -164,6 +164,9 @@ def _create(conn: Any, parent: str, month: Month) -> int:
     moved = 0
     default = sql.Identifier(DEFAULT_PARTITION)
     if conn.execute("SELECT to_regclass(%s)", (DEFAULT_PARTITION,)).fetchone()[0]:
+        # Rows still arriving in the default would fail the ATTACH: hold them
+        # (only them: rows routed to other partitions do not touch this lock).
+        conn.execute(sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(default))
         cols = sql.SQL(", ").join(map(sql.Identifier, _COLUMNS))
         cur = conn.execute(
             sql.SQL(

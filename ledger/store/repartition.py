@@ -95,17 +95,20 @@ def _create_new(pg: Any) -> None:
     )
     pg.execute(sql.SQL("DROP SEQUENCE {}").format(sql.Identifier(f"{NEW}_id_seq")))
     partitions.create_default(pg, NEW)
+
+
+def _install_mirror(pg: Any) -> None:
     for event, body in _mirror_functions().items():
         function = sql.Identifier(f"{_MIRROR}_{event.lower()}")
         pg.execute(
             sql.SQL(
-                "CREATE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {} "
+                "CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {} "
                 "RETURN NULL; END $$"
             ).format(function, body)
         )
         pg.execute(
             sql.SQL(
-                "CREATE TRIGGER {} AFTER {} ON {} REFERENCING {} FOR EACH STATEMENT "
+                "CREATE OR REPLACE TRIGGER {} AFTER {} ON {} REFERENCING {} FOR EACH STATEMENT "
                 "EXECUTE FUNCTION {}()"
             ).format(
                 function,
@@ -248,6 +251,9 @@ def partition(
                 partitions.months_between(partitions.month_of(first), partitions.month_of(last))
             )
         created = partitions.ensure_months(pg, wanted, parent=NEW)
+        # Only now, with every month in place, do writes start reaching the new table.
+        with pg.transaction():
+            _install_mirror(pg)
         with pg.transaction():
             high = pg.execute(
                 sql.SQL("SELECT coalesce(max(id), 0) FROM {}").format(sql.Identifier(TABLE_NAME))

@@ -55,7 +55,8 @@ def test_a_new_postgres_ledger_is_partitioned_by_month_with_a_brin_index(engine:
     with engine.connect() as conn:
         kind = conn.execute(
             text(
-                "SELECT partstrat, pg_get_partkeydef('token_usage'::regclass) FROM pg_partitioned_table WHERE partrelid = 'token_usage'::regclass"
+                "SELECT partstrat, pg_get_partkeydef(partrelid) FROM pg_partitioned_table "
+                "WHERE partrelid = 'token_usage'::regclass"
             )
         ).one()
         method = conn.execute(
@@ -66,7 +67,8 @@ def test_a_new_postgres_ledger_is_partitioned_by_month_with_a_brin_index(engine:
         ).scalar_one()
         pk = conn.execute(
             text(
-                "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'pk_token_usage'"
+                "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+                "WHERE conname = 'pk_token_usage'"
             )
         ).scalar_one()
     assert kind == ("r", "RANGE (started_at)")
