@@ -10,9 +10,13 @@ tuples straight to the DBAPI connection that SQLAlchemy's pool gives us:
 
 * SQLite: one ``executemany`` of ``INSERT … ON CONFLICT (event_id) DO NOTHING``
   per batch, in one transaction.
-* PostgreSQL: ``COPY`` into a session temp table, then one
-  ``INSERT … SELECT … ON CONFLICT DO NOTHING``. COPY streams the batch in one
-  round trip, which row-by-row protocols cannot match. The conflict has no
+* PostgreSQL: ``COPY`` straight into ``token_usage``, which streams the batch
+  in one round trip at the server's bulk-load speed. A batch holding an event
+  stored already (a replay after a crash, ``ledger replay``) fails that COPY on
+  the unique key as a whole; it is rolled back and the batch takes the
+  idempotent path: ``COPY`` into a session temp table, then one
+  ``INSERT … SELECT … ON CONFLICT DO NOTHING``. Replays are rare, so nearly
+  every batch costs one plain COPY (bench/bench_scale.py). The conflict has no
   target because the unique key is ``event_id`` on a plain table and
   ``(event_id, started_at)`` on a partitioned one (see
   ``ledger.schema.partitioned_token_usage``); ``id`` comes from a sequence, so
@@ -31,6 +35,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from psycopg import sql as pgsql
+from psycopg.errors import UniqueViolation
 from sqlalchemy import Engine, column, select, table
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -114,6 +119,7 @@ class PostgresSink:
             "SELECT {} FROM {} WITH NO DATA"
         ).format(stage_id, names, table_id)
         self._copy_sql = pgsql.SQL("COPY {} ({}) FROM STDIN").format(stage_id, names)
+        self._direct_sql = pgsql.SQL("COPY {} ({}) FROM STDIN").format(table_id, names)
         self._conn: Any = None
         #: Months with a partition, or None when the table is not partitioned.
         self._months: set[partitions.Month] | None = None
@@ -147,17 +153,26 @@ class PostgresSink:
         conn = self._conn.driver_connection
         try:
             self._ensure_partitions(conn, rows)
-            with conn.cursor() as cur:
-                with cur.copy(self._copy_sql) as copy:
-                    for row in rows:
-                        copy.write_row(row)
-                cur.execute(self._insert_sql)
-                inserted = max(cur.rowcount, 0)  # ON CONFLICT DO NOTHING skips are not counted
+            try:
+                inserted = self._copy(conn, self._direct_sql, rows)
+            except UniqueViolation:
+                conn.rollback()  # some were stored already: the idempotent path
+                with conn.cursor() as cur:
+                    self._copy(conn, self._copy_sql, rows)
+                    cur.execute(self._insert_sql)
+                    inserted = max(cur.rowcount, 0)  # skipped conflicts are not counted
             conn.commit()
         except BaseException:
             self.close()
             raise
         return int(inserted)
+
+    @staticmethod
+    def _copy(conn: Any, statement: pgsql.Composable, rows: Sequence[Row]) -> int:
+        with conn.cursor() as cur, cur.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)
+        return len(rows)
 
     def close(self) -> None:
         if self._conn is not None:
