@@ -37,7 +37,10 @@ def test_retention_dry_run_shows_rows_and_spend_and_changes_nothing_then_removes
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
 ) -> None:
+    if "postgresql" in ledger_url:
+        ledger_url = request.getfixturevalue("partitioned_pg_url")
     monkeypatch.setenv("LEDGER_DATABASE_URL", ledger_url)
     _fill(ledger_url, tmp_path, [900, 800, 1])
     dry = ledger(capsys, "db", "retention", "--keep", "400d", "--dry-run")
@@ -73,9 +76,9 @@ def test_maintain_and_partition_on_sqlite_say_there_is_nothing_to_do(
 
 @pytest.mark.postgres
 def test_maintain_creates_partitions_ahead_and_partition_says_it_is_done(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    partitioned_pg_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("LEDGER_DATABASE_URL", pg_url)
+    monkeypatch.setenv("LEDGER_DATABASE_URL", partitioned_pg_url)
     result = ledger(capsys, "db", "maintain", "--ahead", "14")
     assert result.code == 0, result.err
     far = dt.datetime.now(dt.UTC) + dt.timedelta(days=400)

@@ -38,8 +38,8 @@ def usage(started_at: dt.datetime, **changes: Any) -> UsageEvent:
 
 
 @pytest.fixture
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
+def engine(partitioned_pg_url: str) -> Iterator[Engine]:
+    engine = make_engine(partitioned_pg_url)
     yield engine
     engine.dispose()
 
@@ -77,7 +77,7 @@ def test_a_new_postgres_ledger_is_partitioned_by_month_with_a_brin_index(engine:
 
 
 def test_the_writer_writes_across_a_month_boundary_into_partitions_it_created(
-    pg_url: str, engine: Engine, tmp_path: Path
+    partitioned_pg_url: str, engine: Engine, tmp_path: Path
 ) -> None:
     # Far from today, so no partition of these months exists before the writer runs.
     before = dt.datetime(2031, 1, 31, 23, 59, 59, 999999, tzinfo=dt.UTC)
@@ -88,7 +88,7 @@ def test_the_writer_writes_across_a_month_boundary_into_partitions_it_created(
         assert {(2031, 1), (2031, 2)}.isdisjoint(
             partitions.months(conn.connection.driver_connection)
         )
-    with Ledger(pg_url, journal_dir=tmp_path / "j") as led:
+    with Ledger(partitioned_pg_url, journal_dir=tmp_path / "j") as led:
         for e in events:
             led.record(e)
         assert led.flush(60)

@@ -39,12 +39,12 @@ def test_keep_is_a_number_of_days() -> None:
 
 @pytest.mark.postgres
 def test_postgres_drops_exactly_the_months_that_end_before_the_cutoff(
-    pg_url: str, tmp_path: Path
+    partitioned_pg_url: str, tmp_path: Path
 ) -> None:
-    engine = make_engine(pg_url)
+    engine = make_engine(partitioned_pg_url)
     # 2030-07-10 minus 100 days = 2030-04-01 12:00: March and older go, April stays whole.
     ages = [200, 160, 102, 101, 99, 50, 0]  # 2029-12-22, 2030-01-31, 03-30, 03-31, 04-02, ...
-    fill(pg_url, tmp_path, ages)
+    fill(partitioned_pg_url, tmp_path, ages)
     keep = dt.timedelta(days=100)
     plan = retention.plan(engine, keep, NOW)
     assert plan.method == "drop partitions"
@@ -71,10 +71,10 @@ def test_postgres_drops_exactly_the_months_that_end_before_the_cutoff(
 
 @pytest.mark.postgres
 def test_dropped_partitions_are_logged_for_the_change_log_when_there_is_one(
-    pg_url: str, tmp_path: Path
+    partitioned_pg_url: str, tmp_path: Path
 ) -> None:
-    engine = make_engine(pg_url)
-    fill(pg_url, tmp_path, [300, 0])
+    engine = make_engine(partitioned_pg_url)
+    fill(partitioned_pg_url, tmp_path, [300, 0])
     with engine.begin() as conn:  # the change log's shape (issue 22's migration 0003)
         conn.execute(text("CREATE TABLE ledger_changes (seq bigserial PRIMARY KEY, row_id bigint)"))
         old_id = conn.execute(
