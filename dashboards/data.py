@@ -20,6 +20,7 @@ from typing import Any, Final
 import streamlit as st
 
 from ledger.analytics import Analytics, Filters, LedgerOptions
+from ledger.analytics.views import VIEW_NAMES
 from ledger.errors import DatabaseError
 from ledger.store.engine import database_url, display_url, make_engine, sqlite_path
 from ledger.store.migrate import check_schema
@@ -108,6 +109,7 @@ LOADERS: Final[dict[str, Callable[..., Any]]] = {
             "upstream_scorecard",
             "cost_attribution",
             "provider_order_verdict",
+            "switch_costs",
         )
     },
     **{
@@ -116,6 +118,7 @@ LOADERS: Final[dict[str, Callable[..., Any]]] = {
             "cache_hits_by_agent",
             "overview_totals",
             "timeline",
+            "spend_over_time",
             "prompt_cache_saving",
             "response_cache_saving",
             "cost_by_agent",
@@ -135,6 +138,11 @@ def _cached(
     url: str, version: tuple[int, int], name: str, filters: Filters, args: tuple[Any, ...]
 ) -> Any:
     return LOADERS[name](analytics_for(url), filters, *args)
+
+
+def has_view(name: str) -> bool:
+    """Whether this installation's analytics has view ``name`` (views arrive over releases)."""
+    return name in VIEW_NAMES
 
 
 def load(name: str, filters: Filters, *args: Any) -> Any:

@@ -1,13 +1,17 @@
-"""Formatting for people: money in USD, rates in %, tables with a CSV download.
+"""Formatting for people: labels, money in USD, rates in %, tables with a CSV download.
 
 Money arrives as ``Decimal`` (exact, as in the ledger) and is only turned into
-a float for display; the CSV download keeps the exact values.
+a float for display; the CSV download keeps the exact values. Column names
+become human labels through :data:`LABELS` (tables, chart axes, legends and
+tooltips alike). Strings from the ledger are data: :func:`plain` escapes them
+for the few Streamlit calls that parse Markdown (metric labels, captions).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -15,6 +19,86 @@ import pandas as pd
 import streamlit as st
 
 RATE_SUFFIXES = ("rate", "share", "stickiness")
+#: Unit prices keep more decimals than amounts.
+UNIT_PRICE_MARKERS = ("per_mtok",)
+
+#: Column name -> what people call it (tables, axes, legends, tooltips).
+LABELS: dict[str, str] = {
+    "actor_id": "agent",
+    "requested_model": "model",
+    "requested_provider": "requested provider",
+    "responding_provider": "responding provider",
+    "provider": "provider",
+    "upstream": "upstream",
+    "key_sent": "session key sent",
+    "session key": "session key",
+    "session_id": "session",
+    "sessions": "sessions",
+    "calls": "calls",
+    "attempts": "attempts",
+    "attempt": "attempt",
+    "transitions": "transitions",
+    "window_transitions": "transitions within the window",
+    "switches": "switches",
+    "idle_releases": "idle releases",
+    "stickiness": "stickiness",
+    "pinned_session_share": "sessions on one upstream",
+    "avg_distinct_upstreams": "upstreams per session",
+    "distinct_upstreams": "upstreams",
+    "input_tokens": "input tokens",
+    "output_tokens": "output tokens",
+    "cache_read_tokens": "cache-read tokens",
+    "cache_write_tokens": "cache-write tokens",
+    "token_hit_rate": "token hit rate",
+    "call_hit_rate": "call hit rate",
+    "hit_calls": "calls reading the cache",
+    "response_cache_hits": "response-cache hits",
+    "response_cache_hit": "from the response cache",
+    "fallback_calls": "fallback calls",
+    "fell_back": "fell back",
+    "failed_calls": "failed calls",
+    "failed_attempts": "failed attempts",
+    "cost_usd": "cost",
+    "spend_usd": "spend",
+    "error_rate": "error rate",
+    "errors": "errors",
+    "p50_latency_ms": "p50 latency",
+    "p95_latency_ms": "p95 latency",
+    "latency_ms": "latency",
+    "cost_per_mtok_input_usd": "cost per M input tokens",
+    "cost_per_mtok_input": "cost per M input tokens",
+    "sessions_pinned": "sessions pinned",
+    "started_at": "started (UTC)",
+    "status": "status",
+    "error_type": "error",
+    "http_status": "HTTP status",
+    "bucket": "time (UTC)",
+    "idle_gap": "idle gap",
+    "gap_s": "gap (s)",
+    "move": "move",
+    "previous_upstream": "previous upstream",
+    "day": "day (UTC)",
+}
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$=])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def label(column: str) -> str:
+    """The human label of a column (``actor_id`` -> ``agent``)."""
+    return LABELS.get(column, column.replace("_", " "))
+
+
+def plain(value: object) -> str:
+    """Ledger text made inert for Markdown: every Markdown, HTML and Streamlit directive
+    character backslash-escaped, control characters shown as ``\\x1b``."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    return _MARKDOWN.sub(r"\\\1", text)
+
+
+def printable(value: object) -> str:
+    """Ledger text for plain-text widgets: control characters shown as ``\\x1b``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
 
 
 def missing(value: Any) -> bool:
@@ -33,7 +117,17 @@ def money(value: Decimal | float | None) -> str:
     if missing(value):
         return "unknown"
     amount = Decimal(str(value)) if not isinstance(value, Decimal) else value
-    return f"${amount:,.2f}" if abs(amount) >= 1 else f"${amount:,.4f}"
+    sign = "-" if amount < 0 else ""
+    amount = abs(amount)
+    return f"{sign}${amount:,.2f}" if amount >= 1 else f"{sign}${amount:,.4f}"
+
+
+def dollars(value: Decimal | float | None) -> str:
+    """``$1,234.56`` always with two decimals (amounts in headlines); ``unknown`` if unknown."""
+    if missing(value):
+        return "unknown"
+    amount = Decimal(str(value)) if not isinstance(value, Decimal) else value
+    return f"-${abs(amount):,.2f}" if amount < 0 else f"${amount:,.2f}"
 
 
 def rate(value: float | None) -> str:
@@ -59,27 +153,38 @@ def for_display(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy for ``st.dataframe``: money as floats, rates as percentages."""
     shown = frame.copy()
     for column in shown.columns:
-        if is_money(column):
+        if is_money(column) or column.endswith(UNIT_PRICE_MARKERS):
             shown[column] = pd.to_numeric(
                 shown[column].map(lambda v: None if missing(v) else float(v)), errors="coerce"
             )
         elif is_rate(column):
             shown[column] = pd.to_numeric(shown[column], errors="coerce") * 100
+        elif shown[column].dtype == object:
+            shown[column] = shown[column].map(
+                lambda v: v if not isinstance(v, str) else printable(v)
+            )
     return shown
 
 
 def column_config(frame: pd.DataFrame) -> dict[str, Any]:
+    """Human labels; dollars with 2 decimals (unit prices 4); rates in %; counts with
+    thousands separators."""
     config: dict[str, Any] = {}
     for column in frame.columns:
-        label = column.replace("_", " ")
-        if is_money(column):
-            config[column] = st.column_config.NumberColumn(label, format="$%.4f")
+        name = label(column)
+        if is_money(column) or column.endswith(UNIT_PRICE_MARKERS):
+            unit_price = any(marker in column for marker in UNIT_PRICE_MARKERS)
+            config[column] = st.column_config.NumberColumn(
+                name, format="$%.4f" if unit_price else "dollar"
+            )
         elif is_rate(column):
-            config[column] = st.column_config.NumberColumn(label, format="%.1f%%")
+            config[column] = st.column_config.NumberColumn(name, format="%.1f%%")
         elif column.endswith("_ms"):
-            config[column] = st.column_config.NumberColumn(label, format="%.0f ms")
+            config[column] = st.column_config.NumberColumn(name, format="%.0f ms")
+        elif pd.api.types.is_integer_dtype(frame[column].dtype):
+            config[column] = st.column_config.NumberColumn(name, format="localized")
         else:
-            config[column] = st.column_config.Column(label)
+            config[column] = st.column_config.Column(name)
     return config
 
 

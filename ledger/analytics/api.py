@@ -225,6 +225,17 @@ class Analytics:
         seconds = int(bucket.total_seconds())
         return self._over("calls", filters, figures.TIMELINE, {"bucket": f"{seconds} seconds"})
 
+    def spend_over_time(
+        self, filters: Filters | None, bucket: dt.timedelta, by: str = "requested_model"
+    ) -> pd.DataFrame:
+        """Per ``bucket`` of time and model (``by="requested_model"``) or agent
+        (``by="actor_id"``): calls and spend."""
+        if by not in figures.SPEND_OVER_TIME:
+            raise ValueError(f"by must be one of {', '.join(figures.SPEND_OVER_TIME)}, not {by!r}")
+        seconds = int(bucket.total_seconds())
+        query = figures.SPEND_OVER_TIME[by]
+        return self._over("calls", filters, query, {"bucket": f"{seconds} seconds"})
+
     def prompt_cache_saving(self, filters: Filters | None = None) -> figures.Saving:
         """What prompt-cache reads saved at list prices (genai-prices)."""
         return figures.prompt_cache_saving(self.view("prompt_cache_reads", filters))
