@@ -44,16 +44,28 @@ def time_x(
     scale = alt.Scale(type="utc", nice=False)
     if domain is not None:
         scale = alt.Scale(type="utc", nice=False, domain=[_iso(d) for d in domain])
+    # labelExpr, not format: Streamlit's Vega-Lite theme keeps its own 12-hour local labels.
+    label = f"utcFormat(datum.value, '{time_format(span)}')"
     return alt.X(
         f"{field}:T",
         title=title,
         scale=scale,
-        axis=alt.Axis(format=time_format(span), formatType="utc", labelOverlap=True),
+        axis=alt.Axis(labelExpr=label, labelOverlap=True),
     )
 
 
 def time_tip(field: str, title: str = "time (UTC)") -> alt.Tooltip:
-    return alt.Tooltip(f"{field}:T", title=title, format="%Y-%m-%d %H:%M:%S", formatType="utc")
+    """A tooltip line for ``field`` in UTC (from :func:`with_utc_text`'s text column)."""
+    return alt.Tooltip(f"{field}_utc:N", title=title)
+
+
+def with_utc_text(frame: pd.DataFrame, field: str) -> pd.DataFrame:
+    """A copy with ``<field>_utc``: the time as ``2025-11-03 14:01:05 UTC`` for tooltips."""
+    shown = frame.copy()
+    shown[f"{field}_utc"] = pd.to_datetime(shown[field], utc=True).dt.strftime(
+        "%Y-%m-%d %H:%M:%S UTC"
+    )
+    return shown
 
 
 def _iso(moment: Any) -> str:

@@ -188,14 +188,27 @@ def column_config(frame: pd.DataFrame) -> dict[str, Any]:
     return config
 
 
-def table(frame: pd.DataFrame, name: str, *, columns: list[str] | None = None) -> None:
-    """``frame`` (or its ``columns``) as a formatted table with a CSV download below."""
+def table(
+    frame: pd.DataFrame,
+    name: str,
+    *,
+    columns: list[str] | None = None,
+    select_key: str | None = None,
+) -> None:
+    """``frame`` (or its ``columns``) as a formatted table with a CSV download below;
+    with ``select_key``, a click picks one row (read back from ``st.session_state``)."""
     chosen = frame[columns] if columns is not None else frame
-    st.dataframe(
-        for_display(chosen),
-        column_config=column_config(chosen),
-        hide_index=True,
-    )
+    if select_key is None:
+        st.dataframe(for_display(chosen), column_config=column_config(chosen), hide_index=True)
+    else:
+        st.dataframe(
+            for_display(chosen),
+            column_config=column_config(chosen),
+            hide_index=True,
+            on_select="rerun",
+            selection_mode="single-row",
+            key=select_key,
+        )
     st.download_button(
         "Download CSV",
         chosen.to_csv(index=False).encode("utf-8"),

@@ -69,7 +69,8 @@ def difference(row: dict[str, Any]) -> str | None:
     """``errors 18.0% vs 0.5%, p95 3.0 s vs 1.0 s``: pinned vs best, on what was judged worse
     (both measures when neither was); error rates only when they were observable."""
     parts: dict[str, str] = {}
-    observable = _get(row, "error_rates_observable") is not False
+    flag = _get(row, "error_rates_observable")
+    observable = flag is None or bool(flag)
     pinned_e, best_e = _get(row, "pinned_error_rate"), _get(row, "best_error_rate")
     if observable and pinned_e is not None and best_e is not None:
         parts["errors"] = f"errors {fmt.rate(pinned_e)} vs {fmt.rate(best_e)}"
@@ -77,7 +78,7 @@ def difference(row: dict[str, Any]) -> str | None:
     if pinned_p is not None and best_p is not None:
         parts["latency"] = f"p95 {seconds(pinned_p)} vs {seconds(best_p)}"
     worse = [k for k, flag in (("errors", "errors_worse"), ("latency", "latency_worse"))
-             if _get(row, flag) is True and k in parts]  # fmt: skip
+             if bool(_get(row, flag)) and k in parts]  # fmt: skip
     chosen = [parts[k] for k in (worse or list(parts))]
     return ", ".join(chosen) if chosen else None
 
@@ -158,7 +159,7 @@ def show_row(item: VerdictRow) -> None:
         with right:
             if item.recommendation:
                 st.code(item.recommendation, language="json")
-            else:
+            with st.expander("Why: the figures behind it"):
                 st.caption(fmt.plain(item.reason))
 
 

@@ -133,6 +133,7 @@ def spend_chart(chosen: Filters, bucket: dt.timedelta, span: dt.timedelta) -> No
     stack = st.radio("Stack spend by", list(STACKS), horizontal=True, key="overview_stack")
     by = STACKS[stack or "model"]
     frame = data.load("spend_over_time", chosen, bucket, by)
+    frame = charts.with_utc_text(frame, "bucket")
     frame["spend_usd"] = charts.to_float(frame["spend_usd"])
     total = frame["spend_usd"].sum()
     st.caption(f"Total {fmt.dollars(total)} over {fmt.count(int(frame['calls'].sum()))} calls")
@@ -178,15 +179,16 @@ def rates_chart(frame: pd.DataFrame, span: dt.timedelta) -> None:
             _rate(frame, "error rate", "failed_attempts", "attempts"),
         ]
     ).dropna(subset=["value"])
+    rates = charts.with_utc_text(rates, "bucket")
     st.altair_chart(
         alt.Chart(rates)
-        .mark_line(point=True)
+        .mark_circle(opacity=0.7)
         .encode(
             x=charts.time_x("bucket", span),
             y=alt.Y("value:Q", title="share", axis=alt.Axis(format=".0%", tickMinStep=0.01)),
             color=alt.Color("rate:N", title=None, legend=alt.Legend(orient="bottom")),
             size=alt.Size("sample:Q", title="sample (calls or attempts)",
-                          legend=alt.Legend(orient="bottom")),
+                          scale=alt.Scale(range=[10, 300]), legend=alt.Legend(orient="bottom")),
             tooltip=[charts.time_tip("bucket"), alt.Tooltip("rate:N", title="rate"),
                      alt.Tooltip("value:Q", title="share", format=".1%"),
                      alt.Tooltip("sample:Q", title="out of", format=","),
@@ -207,7 +209,7 @@ def over_time(chosen: Filters, totals: dict[str, Any]) -> None:
     with left:
         spend_chart(chosen, bucket, span)
     with right:
-        st.markdown("**Fallback and error rates**")
+        st.markdown("**Fallback and error rates** (each point sized by its sample)")
         rates_chart(frame, span)
     with st.expander("Per-bucket figures"):
         fmt.table(frame, "timeline")

@@ -100,8 +100,8 @@ def frame_table(
     )
     for name in shown:
         label = (headers or {}).get(name, name)
-        justify = "right" if _numeric(frame, name) or name.endswith("_usd") else "left"
-        table.add_column(safe(label), justify=justify, no_wrap=True)
+        right = _numeric(frame, name) or name.endswith("_usd")
+        table.add_column(safe(label), justify="right" if right else "left", no_wrap=True)
     for row in frame[shown].itertuples(index=False):
         table.add_row(*(_styled(cell(v, c), c, v) for v, c in zip(row, shown, strict=True)))
     return table
