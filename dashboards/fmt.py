@@ -78,9 +78,14 @@ LABELS: dict[str, str] = {
     "move": "move",
     "previous_upstream": "previous upstream",
     "day": "day (UTC)",
+    "failed_attempts_cost_usd": "failed-attempt cost",
+    "unknown_cost_rows": "rows of unknown cost",
+    "limit_usd": "limit",
+    "spent_usd": "spent",
+    "projected_usd": "projected",
+    "used_share": "share of the limit",
 }
 
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$=])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -90,10 +95,17 @@ def label(column: str) -> str:
 
 
 def plain(value: object) -> str:
-    """Ledger text made inert for Markdown: every Markdown, HTML and Streamlit directive
-    character backslash-escaped, control characters shown as ``\\x1b``."""
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
-    return _MARKDOWN.sub(r"\\\1", text)
+    """Ledger text as a Markdown code span: shown literally wherever Streamlit parses
+    Markdown (headers, bold labels, help tooltips); control characters as ``\\x1b``.
+
+    Escaping is not enough: GitHub-flavoured autolinks turn the text ``http://…``
+    into a link however it is escaped. Inside a code span nothing is parsed: no
+    link, image, HTML, emphasis or ``:red[…]`` directive. The fence is one backtick
+    longer than the longest run of backticks in the text (CommonMark)."""
+    text = printable(value).replace("\n", " ")
+    runs = [len(run) for run in re.findall(r"`+", text)]
+    fence = "`" * (max(runs, default=0) + 1)
+    return f"{fence} {text} {fence}"
 
 
 def printable(value: object) -> str:

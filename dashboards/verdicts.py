@@ -149,18 +149,18 @@ def show_row(item: VerdictRow) -> None:
         with left:
             st.badge(item.badge, color=item.colour)  # type: ignore[arg-type]
             st.markdown(f"**{fmt.plain(item.model)}**")
-        with middle:
-            st.markdown(fmt.plain(item.route))
+        with middle:  # ledger text: st.text never parses Markdown or HTML
+            st.text(item.route)
             facts = [x for x in (item.difference, item.sessions, item.monthly) if x]
             if facts:
-                st.caption(fmt.plain(" · ".join(facts)))
+                st.text(" · ".join(facts))
             if item.headline:
-                st.caption(fmt.plain(item.headline))
+                st.text(item.headline)
         with right:
             if item.recommendation:
                 st.code(item.recommendation, language="json")
             with st.expander("Why: the figures behind it"):
-                st.caption(fmt.plain(item.reason))
+                st.text(item.reason)
 
 
 def strip(verdicts: pd.DataFrame) -> None:

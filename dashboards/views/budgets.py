@@ -109,7 +109,7 @@ def closest(lines: list[BudgetStatus]) -> None:
     limit = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="#d62728", strokeDash=[4, 4])
     st.altair_chart(
         alt.layer(bars, labels, limit.encode(x="x:Q")).properties(height=40 + 24 * len(subjects)),
-        use_container_width=True,
+        width="stretch",
     )
     st.caption("The dashed red line is the limit (100%).")
 
@@ -143,7 +143,7 @@ def history(frame: pd.DataFrame) -> None:
         )
     )
     limit = alt.Chart(part).mark_rule(color="#d62728", strokeDash=[4, 4]).encode(y="limit_usd:Q")
-    st.altair_chart((lines + limit).properties(height=260), use_container_width=True)
+    st.altair_chart((lines + limit).properties(height=260), width="stretch")
     st.caption("The dashed red line is the budget's limit.")
 
 

@@ -60,7 +60,7 @@ def rate_pair(frame: pd.DataFrame, category: str) -> None:
     """Token and call hit rates side by side (stacked on a narrow screen)."""
     left, right = st.columns(2)
     for column, rate in zip((left, right), RATES, strict=True):
-        column.altair_chart(rate_bars(frame, category, rate), use_container_width=True)
+        column.altair_chart(rate_bars(frame, category, rate), width="stretch")
     st.caption("The number over each bar is its sample: served calls.")
 
 
@@ -87,7 +87,7 @@ def decay(chosen: Filters) -> None:
                      alt.Tooltip("call_hit_rate:Q", title="call hit rate", format=".1%")],
         )
         .properties(height=260),
-        use_container_width=True,
+        width="stretch",
     )  # fmt: skip
     st.caption("OpenRouter's sticky pin expires after 10 minutes idle; provider prompt caches "
                "also expire (typically 5–60 minutes). Larger points hold more calls.")  # fmt: skip

@@ -62,8 +62,8 @@ def by_provider(attribution: pd.DataFrame) -> None:
                      alt.Tooltip("fallback_calls:Q", title="fallback calls", format=","),
                      alt.Tooltip("cost_usd:Q", title="spend", format="$,.2f")],
         )
-        .properties(height=200),
-        use_container_width=True,
+        .properties(height=alt.Step(36)),
+        width="stretch",
     )  # fmt: skip
     _unknown_note(attribution)
     fmt.table(attribution.sort_values("cost_usd", ascending=False), "cost_attribution")
@@ -88,7 +88,7 @@ def by_agent(chosen: Filters) -> None:
                      alt.Tooltip("cost_usd:Q", title="spend", format="$,.2f")],
         )
         .properties(height=alt.Step(28)),
-        use_container_width=True,
+        width="stretch",
     )  # fmt: skip
     fmt.table(frame, "cost_by_agent")
 

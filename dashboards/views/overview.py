@@ -30,7 +30,7 @@ def data_header() -> None:
         first, last = (t.astimezone(dt.UTC) for t in (options.first_at, options.last_at))
         end = f"{last:%H:%M}" if last.date() == first.date() else f"{last:%Y-%m-%d %H:%M}"
         span = f"{first:%Y-%m-%d %H:%M} → {end} UTC"
-    st.caption(f"Ledger {fmt.plain(data.where())} · {fmt.plain(span)} · {options.rows:,} rows")
+    st.caption(f"Ledger {fmt.plain(data.where())} · {span} · {options.rows:,} rows")
 
 
 def the_question(chosen: Filters) -> None:
@@ -150,7 +150,7 @@ def spend_chart(chosen: Filters, bucket: dt.timedelta, span: dt.timedelta) -> No
                      alt.Tooltip("spend_usd:Q", title="spend", format="$,.2f")],
         )
         .properties(height=280),
-        use_container_width=True,
+        width="stretch",
     )  # fmt: skip
 
 
@@ -195,7 +195,7 @@ def rates_chart(frame: pd.DataFrame, span: dt.timedelta) -> None:
                      alt.Tooltip("unit:N", title="counted in")],
         )
         .properties(height=280),
-        use_container_width=True,
+        width="stretch",
     )  # fmt: skip
 
 

@@ -43,7 +43,7 @@ def per_agent(frame: pd.DataFrame) -> None:
             yOffset=alt.YOffset("session key:N", sort=["sent", "not sent"]),
         )
         bars = base.mark_bar().encode(
-            x=alt.X(f"{measure}:Q", title=fmt.label(measure), axis=alt.Axis(format="%"),
+            x=alt.X(f"{measure}:Q", title=fmt.label(measure), axis=alt.Axis(format="%", values=[0, 0.25, 0.5, 0.75, 1]),
                     scale=alt.Scale(domain=[0, 1.15])),
             color=alt.Color("session key:N", sort=["sent", "not sent"],
                             legend=alt.Legend(orient="bottom")),
@@ -57,7 +57,7 @@ def per_agent(frame: pd.DataFrame) -> None:
             x=f"{measure}:Q", text=alt.Text("sessions:Q", format=",")
         )
         column.altair_chart(alt.layer(bars, counts).properties(height=alt.Step(12)),
-                            use_container_width=True)  # fmt: skip
+                            width="stretch")  # fmt: skip
     st.caption("The number beside each bar is its sample: sessions.")
     fmt.table(frame, "agent_stickiness", columns=AGENT_COLUMNS)
 
@@ -156,7 +156,7 @@ def session(chosen: Filters, row: pd.Series) -> None:
     cols[0].metric("Session stickiness", fmt.rate(row["stickiness"]))
     cols[1].metric("Switches", fmt.count(row["switches"]))
     cols[2].metric("Idle releases", fmt.count(row["idle_releases"]))
-    st.altair_chart(timeline_chart(attempts, moves), use_container_width=True)
+    st.altair_chart(timeline_chart(attempts, moves), width="stretch")
     st.caption(
         "Each point is an attempt, coloured by upstream (crosses failed). Red rules mark "
         "switches within the idle window; grey rules mark idle releases (the pin had expired)."

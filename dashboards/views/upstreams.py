@@ -16,12 +16,11 @@ SCORECARD_COLUMNS = [
 
 
 def show_verdict(verdict: pd.Series) -> None:
-    """Pinned and best upstream as metrics, the reason in a box coloured by the verdict."""
+    """Pinned and best upstream as metrics, then the reason (the strip above has the badge)."""
     cols = st.columns(2)
     cols[0].metric("Pinned upstream", fmt.printable(fmt.text(verdict["pinned_upstream"])))
     cols[1].metric("Best alternative", fmt.printable(fmt.text(verdict["best_upstream"])))
-    box = {"warranted": st.error, "not_warranted": st.success}.get(str(verdict["verdict"]), st.info)
-    box(fmt.plain(verdict["reason"]))
+    st.text(fmt.printable(verdict["reason"]))  # figures and upstream names: plain text
 
 
 def _interval(
@@ -70,7 +69,7 @@ def evidence(verdict: pd.Series) -> None:
         panels.append(alt.layer(bars, dots).properties(height=110))
     columns = st.columns(len(panels))
     for column, chart in zip(columns, panels, strict=True):
-        column.altair_chart(chart, use_container_width=True)
+        column.altair_chart(chart, width="stretch")
     st.caption(
         f"Cost per million input tokens: pinned {fmt.money(verdict['pinned_cost_per_mtok'])}, "
         f"best alternative projected without the cache it would lose "
@@ -113,7 +112,7 @@ def model_section(model: str, card: pd.DataFrame, verdict: pd.DataFrame) -> None
         show_verdict(row)
         evidence(row)
     card = card.rename(columns={"cost_per_mtok_input": "cost_per_mtok_input_usd"})
-    st.altair_chart(scorecard_chart(card), use_container_width=True)
+    st.altair_chart(scorecard_chart(card), width="stretch")
     st.caption("Upstreams OpenRouter named are marked as such; a provider called directly "
                "is marked direct.")  # fmt: skip
     fmt.table(card, f"upstream_scorecard_{model}".replace("/", "_"), columns=SCORECARD_COLUMNS)
