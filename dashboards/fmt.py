@@ -113,6 +113,15 @@ def printable(value: object) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
 
 
+def printable_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy whose text cells show control characters escaped (chart labels, legends)."""
+    shown = frame.copy()
+    for column in shown.columns:
+        if shown[column].dtype == object or pd.api.types.is_string_dtype(shown[column]):
+            shown[column] = shown[column].map(lambda v: printable(v) if isinstance(v, str) else v)
+    return shown
+
+
 def missing(value: Any) -> bool:
     if value is None or value is pd.NaT:
         return True

@@ -88,9 +88,12 @@ def _route(row: dict[str, Any], recommended: list[str]) -> str:
     best = recommended[0] if recommended else _get(row, "best_upstream")
     if pinned is None:
         return "no pinned upstream"
-    if str(row["verdict"]) == "warranted" and best is not None:
+    verdict = str(row["verdict"])
+    if verdict == "warranted" and best is not None:
         return f"{fmt.printable(pinned)} → {fmt.printable(best)}"
-    return f"{fmt.printable(pinned)} (keep sticky routing)"
+    if verdict == "not_warranted":
+        return f"{fmt.printable(pinned)} (keep sticky routing)"
+    return f"pinned: {fmt.printable(pinned)}"
 
 
 def _recommendation(row: dict[str, Any]) -> tuple[str | None, list[str]]:

@@ -35,7 +35,7 @@ def headline(by_agent: pd.DataFrame) -> None:
 def rate_bars(frame: pd.DataFrame, category: str, rate: str) -> alt.LayerChart:
     """``rate`` per ``category`` with and without the key; each bar labelled with its
     sample (calls), so a 5-call bar does not pass for a 5,000-call one."""
-    shown = summary.label_key_sent(frame)
+    shown = fmt.printable_text(summary.label_key_sent(frame))
     title = fmt.label(category)
     base = alt.Chart(shown).encode(
         x=alt.X(f"{category}:N", title=title, axis=alt.Axis(labelLimit=160)),

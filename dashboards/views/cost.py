@@ -14,7 +14,7 @@ def _numeric_usd(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows with a known cost, ``cost_usd`` as floats (charts only; tables keep the
     Decimals). An unknown cost stays out of the chart: one null in a stacked bar makes
     Vega-Lite drop the whole bar (the stack's running sum turns NaN)."""
-    shown = frame.copy()
+    shown = fmt.printable_text(frame)
     shown["cost_usd"] = charts.to_float(shown["cost_usd"])
     return shown[shown["cost_usd"].notna()]
 

@@ -133,7 +133,7 @@ def spend_chart(chosen: Filters, bucket: dt.timedelta, span: dt.timedelta) -> No
     stack = st.radio("Stack spend by", list(STACKS), horizontal=True, key="overview_stack")
     by = STACKS[stack or "model"]
     frame = data.load("spend_over_time", chosen, bucket, by)
-    frame = charts.with_utc_text(frame, "bucket")
+    frame = fmt.printable_text(charts.with_utc_text(frame, "bucket"))
     frame["spend_usd"] = charts.to_float(frame["spend_usd"])
     total = frame["spend_usd"].sum()
     st.caption(f"Total {fmt.dollars(total)} over {fmt.count(int(frame['calls'].sum()))} calls")

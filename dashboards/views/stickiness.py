@@ -33,7 +33,7 @@ def headline(frame: pd.DataFrame) -> None:
 
 def per_agent(frame: pd.DataFrame) -> None:
     st.subheader("Per agent and model")
-    shown = summary.label_key_sent(summary.fill_agent(frame))
+    shown = fmt.printable_text(summary.label_key_sent(summary.fill_agent(frame)))
     shown["agent and model"] = shown["actor_id"] + " · " + shown["requested_model"]
     left, right = st.columns(2)
     for column, measure in zip((left, right), ("stickiness", "pinned_session_share"),
@@ -43,7 +43,8 @@ def per_agent(frame: pd.DataFrame) -> None:
             yOffset=alt.YOffset("session key:N", sort=["sent", "not sent"]),
         )
         bars = base.mark_bar().encode(
-            x=alt.X(f"{measure}:Q", title=fmt.label(measure), axis=alt.Axis(format="%", values=[0, 0.25, 0.5, 0.75, 1]),
+            x=alt.X(f"{measure}:Q", title=fmt.label(measure),
+                    axis=alt.Axis(format="%", values=[0, 0.25, 0.5, 0.75, 1]),
                     scale=alt.Scale(domain=[0, 1.15])),
             color=alt.Color("session key:N", sort=["sent", "not sent"],
                             legend=alt.Legend(orient="bottom")),
@@ -66,9 +67,9 @@ def timeline_chart(attempts: pd.DataFrame, moves: pd.DataFrame) -> alt.LayerChar
     """The session's attempts on a 24-hour UTC axis spanning the session (not the day)."""
     domain = charts.padded([*attempts["started_at"], *moves["started_at"]])
     span = domain[1] - domain[0]
-    attempts = charts.with_utc_text(attempts, "started_at")
+    attempts = fmt.printable_text(charts.with_utc_text(attempts, "started_at"))
     attempts["upstream"] = attempts["upstream"].map(charts.upstream_label)
-    moves = charts.with_utc_text(moves, "started_at")
+    moves = fmt.printable_text(charts.with_utc_text(moves, "started_at"))
     x = charts.time_x("started_at", span, domain=domain)
     points = (
         alt.Chart(attempts)

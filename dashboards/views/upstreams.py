@@ -16,10 +16,12 @@ SCORECARD_COLUMNS = [
 
 
 def show_verdict(verdict: pd.Series) -> None:
-    """Pinned and best upstream as metrics, then the reason (the strip above has the badge)."""
-    cols = st.columns(2)
-    cols[0].metric("Pinned upstream", fmt.printable(fmt.text(verdict["pinned_upstream"])))
-    cols[1].metric("Best alternative", fmt.printable(fmt.text(verdict["best_upstream"])))
+    """Pinned and best upstream, then the reason (the strip above has the badge); plain
+    text, since upstream names come from provider responses."""
+    st.text(
+        f"Pinned upstream: {fmt.printable(fmt.text(verdict['pinned_upstream']))} · "
+        f"best alternative: {fmt.printable(fmt.text(verdict['best_upstream']))}"
+    )
     st.text(fmt.printable(verdict["reason"]))  # figures and upstream names: plain text
 
 

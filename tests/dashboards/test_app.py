@@ -215,9 +215,11 @@ def test_verdict_page_states_each_models_reason_as_plain_text(
     texts = [t.value for t in at.text]
     for reason in verdicts["reason"]:
         assert reason in texts
-    shown = [m.value for m in at.metric if m.label == "Pinned upstream"]
     by_model = verdicts.set_index("requested_model")
-    assert shown == [fmt.text(by_model.loc[m, "pinned_upstream"]) for m in models]
+    for model in models:
+        pinned = fmt.text(by_model.loc[model, "pinned_upstream"])
+        best = fmt.text(by_model.loc[model, "best_upstream"])
+        assert f"Pinned upstream: {pinned} · best alternative: {best}" in texts
 
 
 def test_drill_down_goes_from_an_agent_to_its_sessions_to_the_attempts(
