@@ -224,7 +224,7 @@ def next_steps(out: Console, command: str) -> None:
         f'{command} sql "SELECT * FROM provider_order_verdict"',  # noqa: S608 (a hint, not a query)
         f"{command} demo --fresh       # start over (a plain rerun appends)",
     ):
-        out.print(f"  {line}", highlight=False, markup=False)
+        out.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
     if command != "ledger":
         activate = Path(command).parent / "activate"
         out.print(f"  (or `source {activate}` first, then type `ledger ...`)", highlight=False,
