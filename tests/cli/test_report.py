@@ -1,4 +1,5 @@
-"""``ledger report`` and ``ledger sql`` in a real process at 80 and 120 columns.
+"""``ledger report`` and ``ledger sql`` in a real process at 80 and 120 columns; the sync
+progress bar: drawn for a person at a terminal, never into data output.
 
 The ledger holds the dashboard tests' multi-agent workload plus calls whose
 model and agent carry rich markup, Markdown and terminal ESC sequences (a
@@ -8,6 +9,7 @@ window-title OSC and a clear-screen CSI).
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
 import subprocess
 import sys
@@ -16,8 +18,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from rich.console import Console
 
 from ledger.analytics import Analytics
+from ledger.cli import report
 from ledger.cli.tables import VERDICT_WORDS, safe
 from ledger.events import UsageEvent
 from ledger.store.ledger import Ledger
@@ -144,3 +148,30 @@ def test_sql_escapes_control_characters(env: dict[str, str]) -> None:
     assert "\x1b" not in result.stdout
     assert safe(NASTY_AGENT) in result.stdout
     assert "[bold red]x[/]" in result.stdout  # rich markup shown, not applied
+
+
+@pytest.fixture
+def no_delay(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The bar's delay is what made its appearance depend on the machine's load:
+    # without it, every run takes the path a slow sync takes.
+    monkeypatch.setattr(report, "PROGRESS_DELAY_S", 0.0)
+
+
+@pytest.mark.usefixtures("no_delay")
+def test_the_bar_is_drawn_on_a_terminal() -> None:
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=80)
+    with report.progress_bar("syncing the ledger", console) as update:
+        update(1, 4)
+        update(4, 4)
+    assert "syncing the ledger" in screen.getvalue()
+
+
+@pytest.mark.usefixtures("no_delay")
+def test_nothing_is_drawn_into_a_pipe_or_a_file() -> None:
+    piped = io.StringIO()
+    console = Console(file=piped, force_terminal=False, width=80)
+    with report.progress_bar("syncing the ledger", console) as update:
+        update(1, 4)
+        update(4, 4)
+    assert piped.getvalue() == ""
