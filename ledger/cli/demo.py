@@ -221,7 +221,6 @@ def next_steps(out: Console, command: str) -> None:
     for line in (
         f"{command} dashboard          # the dashboard",
         f"{command} report             # this report again",
-        f'{command} sql "SELECT * FROM provider_order_verdict"',  # noqa: S608 (a hint, not a query)
         f"{command} demo --fresh       # start over (a plain rerun appends)",
     ):
         out.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)

@@ -51,8 +51,8 @@ def test_report_prints_every_section(runner: CliRunner) -> None:
         "provider.order verdicts",
     ):
         assert title in result.output
-    assert "planner" in result.output and "insufficient_data" in result.output
-    assert "$1.0000" in result.output and "$0.7500" in result.output
+    assert "planner" in result.output and "insufficient data" in result.output
+    assert "$1.00" in result.output and "$0.7500" in result.output
 
 
 def test_sql_prints_csv_and_json(runner: CliRunner) -> None:
