@@ -33,27 +33,28 @@ def headline(by_agent: pd.DataFrame) -> None:
 
 
 def rate_bars(frame: pd.DataFrame, category: str, rate: str) -> alt.LayerChart:
-    """``rate`` per ``category`` with and without the key; each bar labelled with its
-    sample (calls), so a 5-call bar does not pass for a 5,000-call one."""
+    """``rate`` per ``category`` with and without the key, as horizontal bars (they stay
+    readable on a phone); each bar labelled with its sample (calls), so a 5-call bar does
+    not pass for a 5,000-call one."""
     shown = fmt.printable_text(summary.label_key_sent(frame))
     title = fmt.label(category)
     base = alt.Chart(shown).encode(
-        x=alt.X(f"{category}:N", title=title, axis=alt.Axis(labelLimit=160)),
-        xOffset=alt.XOffset("session key:N", sort=["sent", "not sent"]),
+        y=alt.Y(f"{category}:N", title=title, axis=alt.Axis(labelLimit=180)),
+        yOffset=alt.YOffset("session key:N", sort=["sent", "not sent"]),
     )
     bars = base.mark_bar().encode(
-        y=alt.Y(f"{rate}:Q", title=RATES[rate], axis=alt.Axis(format="%"),
-                scale=alt.Scale(domain=[0, 1])),
+        x=alt.X(f"{rate}:Q", title=RATES[rate], axis=alt.Axis(format="%",
+                values=[0, 0.25, 0.5, 0.75, 1]), scale=alt.Scale(domain=[0, 1.2])),
         color=KEY_COLORS,
         tooltip=[alt.Tooltip(f"{category}:N", title=title),
                  alt.Tooltip("session key:N", title="session key"),
                  alt.Tooltip(f"{rate}:Q", title=RATES[rate], format=".1%"),
                  alt.Tooltip("calls:Q", title="calls", format=",")],
     )  # fmt: skip
-    counts = base.mark_text(dy=-6, fontSize=10, color="#555").encode(
-        y=alt.Y(f"{rate}:Q"), text=alt.Text("calls:Q", format=",")
+    counts = base.mark_text(align="left", dx=3, fontSize=10, color="#555").encode(
+        x=alt.X(f"{rate}:Q"), text=alt.Text("calls:Q", format=",")
     )
-    return alt.layer(bars, counts).properties(height=240)
+    return alt.layer(bars, counts).properties(height=alt.Step(12))
 
 
 def rate_pair(frame: pd.DataFrame, category: str) -> None:
@@ -61,7 +62,7 @@ def rate_pair(frame: pd.DataFrame, category: str) -> None:
     left, right = st.columns(2)
     for column, rate in zip((left, right), RATES, strict=True):
         column.altair_chart(rate_bars(frame, category, rate), width="stretch")
-    st.caption("The number over each bar is its sample: served calls.")
+    st.caption("The number beside each bar is its sample: served calls.")
 
 
 def decay(chosen: Filters) -> None:
