@@ -30,16 +30,16 @@ def headline(attribution: pd.DataFrame, fallbacks: pd.DataFrame, failed: pd.Data
     cols = st.columns(4)
     cols[0].metric(
         "Total spend",
-        fmt.money(summary.total_usd(attribution["cost_usd"])),
+        fmt.dollars(summary.total_usd(attribution["cost_usd"])),
         help="Known costs of every call, failed attempts included.",
     )
     cols[1].metric("Fallback calls", fmt.count(int(attribution["fallback_calls"].sum())))
     cols[2].metric(
         "Fallback spend",
-        fmt.money(summary.total_usd(fallbacks["cost_usd"])),
+        fmt.dollars(summary.total_usd(fallbacks["cost_usd"])),
         help="What calls answered after a fallback cost, all their attempts included.",
     )
-    cols[3].metric("Failed-attempt spend", fmt.money(summary.total_usd(failed["cost_usd"])),
+    cols[3].metric("Failed-attempt spend", fmt.dollars(summary.total_usd(failed["cost_usd"])),
                    help="Known costs of attempts that failed (usually nothing; unknown if "
                         "no failed attempt reported a cost).")  # fmt: skip
 

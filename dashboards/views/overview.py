@@ -77,7 +77,7 @@ def _summed(frame: pd.DataFrame, column: str) -> str:
 
 def _saving(label: str, saving: Saving, unit: str, help_text: str) -> None:
     note = f"{saving.unpriced:,} {unit} could not be priced" if saving.unpriced else None
-    st.metric(label, fmt.money(saving.usd), help=help_text + (f" ({note})" if note else ""))
+    st.metric(label, fmt.dollars(saving.usd), help=help_text + (f" ({note})" if note else ""))
 
 
 def previous(chosen: Filters, last_at: dt.datetime | None) -> Filters | None:
@@ -102,7 +102,7 @@ def headline(chosen: Filters, totals: dict[str, Any]) -> None:
     unpriced = totals["unpriced_calls"]
     top[1].metric(
         "Spend",
-        fmt.money(totals["spend_usd"]),
+        fmt.dollars(totals["spend_usd"]),
         delta=delta,
         delta_color="inverse",
         help=f"Known costs only; {unpriced:,} calls have no known cost." if unpriced else None,

@@ -59,9 +59,9 @@ def expect_overview(a: Analytics, f: Filters) -> dict[str, str]:
     provider_calls = int((~calls["response_cache_hit"]).sum())
     return {
         "Calls": f"{len(calls):,}",
-        "Spend": fmt.money(_usd(calls["cost_usd"])),
-        "Prompt-cache saving": fmt.money(a.prompt_cache_saving(f).usd),
-        "Response-cache saving": fmt.money(a.response_cache_saving(f).usd),
+        "Spend": fmt.dollars(_usd(calls["cost_usd"])),
+        "Prompt-cache saving": fmt.dollars(a.prompt_cache_saving(f).usd),
+        "Response-cache saving": fmt.dollars(a.response_cache_saving(f).usd),
         "Fallback rate": fmt.rate(share(calls["fell_back"].sum(), provider_calls)),
         "Error rate": fmt.rate(share(card["errors"].sum(), card["attempts"].sum())),
     }
@@ -114,7 +114,7 @@ def expect_verdicts(a: Analytics, f: Filters) -> list[tuple[str, str, str, str]]
 def expect_cost(a: Analytics, f: Filters) -> dict[str, str]:
     costs = a.cost_attribution(f)
     return {
-        "Total spend": fmt.money(_usd(costs["cost_usd"])),
+        "Total spend": fmt.dollars(_usd(costs["cost_usd"])),
         "Fallback calls": f"{int(costs['fallback_calls'].sum()):,}",
     }
 

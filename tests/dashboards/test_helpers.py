@@ -17,6 +17,9 @@ def test_money_is_usd_with_cents_or_four_decimals_and_unknown_stays_unknown() ->
     assert fmt.money(Decimal("0.00123")) == "$0.0012"
     assert fmt.money(None) == "unknown"
     assert fmt.money(float("nan")) == "unknown"
+    assert fmt.dollars(Decimal("0.4766")) == "$0.48"  # amounts: 2 decimals
+    assert fmt.dollars(Decimal("-1234.5")) == "-$1,234.50"
+    assert fmt.dollars(None) == "unknown"
 
 
 def test_rates_are_percentages_and_undefined_is_a_dash() -> None:
