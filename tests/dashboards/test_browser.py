@@ -256,8 +256,10 @@ def screenshot(page: Any, path: Path, width: int) -> None:
 
 def check_badges(page: Any, count: int) -> None:
     """One badge per model, each a known verdict whose whole text fits its box."""
+    from playwright.sync_api import expect
+
     badges = page.locator("span.stMarkdownBadge")
-    assert badges.count() == count
+    expect(badges).to_have_count(count, timeout=RENDER_TIMEOUT_MS)
     for n in range(count):
         badge = badges.nth(n)
         assert badge.inner_text() in BADGES
@@ -268,7 +270,12 @@ def check_badges(page: Any, count: int) -> None:
 
 def check_cost_chart(page: Any, providers: list[str]) -> None:
     """The first chart (requested vs responding provider) has a bar per provider with spend."""
+    from playwright.sync_api import expect
+
     chart = page.locator('[data-testid="stVegaLiteChart"]').first
+    expect(chart.locator('[aria-roledescription="bar"]').first).to_be_attached(
+        timeout=RENDER_TIMEOUT_MS
+    )
     labels = chart.locator('[aria-roledescription="bar"]').evaluate_all(
         "bars => bars.map(b => b.getAttribute('aria-label') || '')"
     )
@@ -294,7 +301,8 @@ def check_metrics(page: Any, numbers: dict[str, str]) -> None:
         name = page.locator('[data-testid="stMetricLabel"]', has_text=re.compile(
             f"^{re.escape(label)}$"))  # fmt: skip
         values = metric.filter(has=name).locator('[data-testid="stMetricValue"]')
-        expect(values).to_have_text([value])
+        # generous: on a loaded machine the script may still be running after the heading
+        expect(values).to_have_text([value], timeout=RENDER_TIMEOUT_MS)
 
 
 def launch(pw: Any) -> Any:
