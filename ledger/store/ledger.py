@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -22,6 +23,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import URL
 
 from ledger.events import UsageEvent, to_row
+from ledger.exporters import Exporter, exporters_from_env
 from ledger.store import journal
 from ledger.store.engine import database_url, make_engine, sqlite_path
 from ledger.store.journal import JournalError
@@ -58,7 +60,9 @@ class Ledger:
     ``ledger.db`` in the working directory); the database must be migrated
     (``ledger db upgrade``). ``journal_dir`` overrides where events wait for
     the database. Events left in a journal by a process that died are written
-    when the next ledger on that journal starts.
+    when the next ledger on that journal starts. ``exporters`` mirror every
+    recorded event elsewhere, off the caller's thread (default: what
+    ``LEDGER_OTEL_ENDPOINT`` asks for, see :mod:`ledger.exporters`).
     """
 
     def __init__(
@@ -71,6 +75,7 @@ class Ledger:
         flush_interval_s: float = 0.2,
         segment_bytes: int = journal.DEFAULT_SEGMENT_BYTES,
         engine: Engine | None = None,
+        exporters: Sequence[Exporter] | None = None,
     ) -> None:
         self.url = engine.url if engine is not None else database_url(url)
         self.journal_dir = journal_dir or journal_dir_for(self.url)
@@ -87,6 +92,8 @@ class Ledger:
         self._batch_size = batch_size
         self._writer = Writer(self._engine, self.journal_dir, self._pending, self._settings)
         self._writer.start()
+        self._exporters = tuple(exporters) if exporters is not None else exporters_from_env()
+        self._exporter_failed = False
         _live.add(self)
 
     def _after_fork_in_child(self) -> None:
@@ -145,7 +152,20 @@ class Ledger:
             backlog = len(pending.rows) + len(pending.unjournaled)
         if backlog >= self._batch_size:
             self._writer.wake()
+        for exporter in self._exporters:
+            self._export(exporter, event)
         return event.event_id
+
+    def _export(self, exporter: Exporter, event: UsageEvent) -> None:
+        """Hand ``event`` to ``exporter``; its failure is logged once, never raised."""
+        try:
+            exporter.submit(event)
+        except Exception:
+            if not self._exporter_failed:
+                self._exporter_failed = True
+                log.warning(
+                    "ledger: exporter %r failed; rows are unaffected", exporter, exc_info=True
+                )
 
     def _journal(self, line: bytes) -> bool:
         """Append to the live segment (sealing it when full); False if the disk refuses."""
@@ -196,6 +216,11 @@ class Ledger:
             self._closed = True
         done = self.flush(timeout)
         self._writer.stop(timeout=5.0)
+        for exporter in self._exporters:
+            try:
+                exporter.close(timeout=5.0)
+            except Exception:
+                log.warning("ledger: exporter %r failed to close", exporter, exc_info=True)
         self._segment.release(delete=done and not self._pending.count)
         if self._owns_engine:
             self._engine.dispose()
