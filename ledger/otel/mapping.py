@@ -204,6 +204,7 @@ def _provider(span: Span) -> str | None:
     server = span.attributes.get("server.address")
     if isinstance(server, str) and server.endswith("openrouter.ai"):
         return "openrouter"  # the OpenAI SDK pointed at OpenRouter still says "openai"
+    name = name.strip().lower()  # OpenLLMetry says "Anthropic"; semconv values are lowercase
     return PROVIDER_ALIASES.get(name, name)
 
 
