@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import click
@@ -26,5 +27,8 @@ def otlp(port: int, host: str) -> None:
     with Ledger(exporters=()) as ledger:
         server, receiver = make_server(ledger, host, port)
         click.echo(f"OTLP/HTTP receiver on http://{host}:{port}/v1/traces")
-        server.run()
+        # uvicorn shuts down gracefully on Ctrl-C, then re-raises the signal: that is
+        # the normal way to stop this server, so the ledger flushes and we exit 0.
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run()
     click.echo(json.dumps(receiver.stats.as_dict()))

@@ -238,8 +238,10 @@ def _decimal(value: Any) -> Decimal | None:
 def _cost(
     span: Span, usage: Usage, reported: bool, model: str | None, provider: str
 ) -> tuple[Decimal | None, Literal["provider", "computed"] | None]:
-    own = _decimal(span.attributes.get(attr.COST_USD))
-    if own is not None:
+    if attr.EVENT_ID in span.attributes:  # the ledger's own span: no ledger.cost_usd = unknown
+        own = _decimal(span.attributes.get(attr.COST_USD))
+        if own is None:
+            return None, None
         source = span.attributes.get(attr.COST_SOURCE)
         return own, "provider" if source == "provider" else "computed"
     if reported and model:
@@ -274,11 +276,12 @@ def _ledger_fields(attributes: Mapping[str, Any], event_id: str) -> dict[str, An
     """What the ledger's own exporter put on the span (round trip), else defaults."""
     call_id = attributes.get(attr.CALL_ID)
     ttft = attributes.get(attr.TTFT_MS)
+    attempt = _optional_int(attributes.get(attr.ATTEMPT), 0, 32_767)
     return {
         "call_id": call_id
         if isinstance(call_id, str) and _UUID.fullmatch(call_id)
         else str(uuid.uuid5(SPAN_NAMESPACE, f"call:{event_id}")),
-        "attempt": _optional_int(attributes.get(attr.ATTEMPT), 0, 32_767) or 1,
+        "attempt": 1 if attempt is None else attempt,
         "upstream": _text(attributes, (attr.UPSTREAM,)),
         "routing_sort": _text(attributes, (attr.ROUTING_SORT,)),
         "routing_order": _text(attributes, (attr.ROUTING_ORDER,)),

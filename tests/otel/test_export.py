@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -14,11 +15,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from ledger.events import UsageEvent
 from ledger.exporters import ENV_OTEL_ENDPOINT, Exporter
 from ledger.otel.export import DURATION_BUCKETS, TOKEN_BUCKETS, OTelExporter, nanoseconds
+from ledger.otel.serve import serve_in_thread
 from ledger.simulator.server import free_port
 from ledger.store.ledger import Ledger
-from tests.otel.helpers import T0, events, full_event, points, rows_by_event
+from tests.otel.helpers import T0, events, full_event, migrated_sqlite, points, rows_by_event
 
 Pair = tuple[OTelExporter, InMemorySpanExporter, InMemoryMetricReader]
 
@@ -260,3 +263,68 @@ def test_a_closed_exporter_drops_quietly_after_one_warning(
     assert exporter.dropped == 2
     assert len(caplog.records) == 1
     assert spans.get_finished_spans() == ()
+
+
+# -- against a real OTLP/HTTP receiver: the ledger's own ------------------------------
+
+#: Columns the spans do not carry: the key itself (only whether one was sent), and labels.
+NOT_EXPORTED = ("session_key", "paused", "locale", "tags")
+
+
+def comparable(rows: dict[str, dict[str, object]]) -> dict[str, dict[str, object]]:
+    return {k: {c: v for c, v in r.items() if c not in NOT_EXPORTED} for k, r in rows.items()}
+
+
+def varied_events() -> list[UsageEvent]:
+    return [
+        *events(10),
+        full_event(
+            status="error",
+            error_type="server_error",
+            http_status=502,
+            cost_usd=None,
+            cost_source=None,
+            model=None,
+            input_tokens=0,
+            output_tokens=0,
+            cache_read_tokens=0,
+            cache_write_tokens=0,
+            reasoning_tokens=0,
+        ),
+        full_event(attempt=0, response_cache_hit=True, latency_ms=1.0, cost_usd=Decimal(0)),
+        full_event(
+            provider="anthropic",
+            requested_provider="anthropic",
+            upstream=None,
+            cost_source="computed",
+            session_id=None,
+            actor_id=None,
+        ),
+    ]
+
+
+def test_spans_sent_to_a_real_otlp_receiver_come_back_as_the_same_rows(
+    ledger_url: str, tmp_path: Path
+) -> None:
+    source_url = migrated_sqlite(tmp_path / "source.db")
+    with (
+        Ledger(ledger_url, journal_dir=tmp_path / "sink", exporters=()) as sink,
+        serve_in_thread(sink) as (receiver_url, receiver),
+    ):
+        exporter = OTelExporter.to_endpoint(receiver_url)
+        with Ledger(source_url, journal_dir=tmp_path / "source", exporters=[exporter]) as source:
+            for event in varied_events():
+                source.record(event)
+            assert source.flush()
+            assert exporter.flush(timeout=60)
+        assert sink.flush(timeout=60)
+        assert receiver.stats.recorded == 13 and not receiver.stats.rejected
+    original, received = rows_by_event(source_url), rows_by_event(ledger_url)
+    assert len(original) == 13
+    mismatched = {
+        (key, column, value, comparable(received)[key].get(column))
+        for key, row in comparable(original).items()
+        for column, value in row.items()
+        if comparable(received)[key].get(column) != value
+    }
+    assert not mismatched

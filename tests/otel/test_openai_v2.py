@@ -58,7 +58,10 @@ def workload(client: openai.OpenAI) -> None:
                     client.chat.completions.create(model=model, messages=messages)
                 stream = client.chat.completions.create(
                     model=model,
-                    messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": "s"}],
+                    messages=[
+                        {"role": "system", "content": SYSTEM},
+                        {"role": "user", "content": "s"},
+                    ],
                     stream=True,
                     stream_options={"include_usage": True},
                 )
