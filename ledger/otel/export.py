@@ -17,7 +17,11 @@ The caller's thread does almost nothing: :meth:`OTelExporter.submit` appends
 the event to a bounded queue (and notes the caller's current span, so the
 attempt nests under the application's own trace). A worker thread builds the
 spans and records the metrics; OpenTelemetry's ``BatchSpanProcessor`` and
-periodic metric reader send them. A full queue drops the newest events for
+periodic metric reader send them. Building spans is Python work that holds
+the GIL, and a caller waiting for the GIL is a slow ``record()``; so the worker
+waits for a lull in ``record()`` calls (:data:`QUIET_S`), holds no event longer
+than :data:`MAX_DELAY_S`, and works in short slices that give the GIL back.
+Span timestamps are the attempt's own, so the delay changes nothing downstream. A full queue drops the newest events for
 the mirror only (one warning; the rows are in the ledger regardless), and an
 unreachable collector costs one warning per outage, not a log line per batch
 and never a row.
@@ -60,6 +64,17 @@ DEFAULT_METRIC_INTERVAL_MS: Final = 10_000
 TOKEN_BUCKETS: Final = tuple(float(4**i) for i in range(14))
 DURATION_BUCKETS: Final = tuple(0.01 * 2**i for i in range(14))
 INSTRUMENTATION_NAME: Final = "ledger"
+#: The worker builds this many spans, then yields the GIL for SLICE_PAUSE_S.
+SLICE_EVENTS: Final = 16
+SLICE_PAUSE_S: Final = 0.0005
+#: The worker waits for a pause this long in record() calls before building spans...
+QUIET_S: Final = 0.005
+#: ...but never holds an event longer than this (the batch span processor's own delay).
+MAX_DELAY_S: Final = 5.0
+#: How often a waiting worker looks again.
+POLL_S: Final = 0.05
+#: Spans per OTLP request: small batches keep each encoding pass (which holds the GIL) short.
+EXPORT_BATCH: Final = 256
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _US: Final = dt.timedelta(microseconds=1)
 
@@ -91,6 +106,7 @@ class _Reporting(SpanExporter):
         self.where = where
         self.failing = False
         self.failures = 0
+        self.exported = 0
 
     def export(self, spans: Any) -> SpanExportResult:
         try:
@@ -107,9 +123,11 @@ class _Reporting(SpanExporter):
                     "`ledger otel export --since ...` can send them later",
                     self.where,
                 )
-        elif self.failing:
-            self.failing = False
-            log.info("ledger: span export to %s works again", self.where)
+        else:
+            self.exported += len(spans)
+            if self.failing:
+                self.failing = False
+                log.info("ledger: span export to %s works again", self.where)
         return result
 
     def shutdown(self) -> None:
@@ -138,7 +156,13 @@ class OTelExporter:
         resource = Resource.create({"service.name": service_name})
         self.reporting = _Reporting(span_exporter, where)
         self._tracer_provider = TracerProvider(resource=resource)
-        self._tracer_provider.add_span_processor(BatchSpanProcessor(self.reporting))
+        # The processor's queue as deep as ours: the worker hands it spans as fast as the
+        # caller records, and its default 2,048 would drop a burst the collector can take.
+        self._tracer_provider.add_span_processor(
+            BatchSpanProcessor(
+                self.reporting, max_queue_size=max_queue, max_export_batch_size=EXPORT_BATCH
+            )
+        )
         self._meter_provider = MeterProvider(resource=resource, metric_readers=list(metric_readers))
         self._tracer = self._tracer_provider.get_tracer(INSTRUMENTATION_NAME)
         meter = self._meter_provider.get_meter(INSTRUMENTATION_NAME)
@@ -154,7 +178,11 @@ class OTelExporter:
             description="GenAI operation duration",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
-        self._queue: collections.deque[tuple[UsageEvent, SpanContext | None]] = collections.deque()
+        self._queue: collections.deque[tuple[UsageEvent, SpanContext | None, float]] = (
+            collections.deque()
+        )
+        self._last_submit = 0.0
+        self._flushing = False
         self._max_queue = max_queue
         self._dropped = 0
         self._wake = threading.Event()
@@ -208,7 +236,8 @@ class OTelExporter:
             self._drop()
             return
         parent = trace.get_current_span().get_span_context()
-        queue.append((event, parent if parent.is_valid else None))
+        self._last_submit = time.monotonic()
+        queue.append((event, parent if parent.is_valid else None, self._last_submit))
         if len(queue) == 1:
             self._wake.set()
 
@@ -242,15 +271,30 @@ class OTelExporter:
             self._busy = True
         try:
             while queue:
-                event, parent = queue.popleft()
-                try:
-                    self.emit(event, parent)
-                except Exception:  # a bad event must not stop the mirror
-                    log.warning("ledger: could not export event %s", event.event_id, exc_info=True)
+                if self._should_wait(queue[0][2]):
+                    # Rarely: each wake-up takes the GIL from the caller for a moment.
+                    time.sleep(POLL_S)
+                    continue
+                for _ in range(min(len(queue), SLICE_EVENTS)):
+                    event, parent, _queued = queue.popleft()
+                    try:
+                        self.emit(event, parent)
+                    except Exception:  # a bad event must not stop the mirror
+                        log.warning("ledger: could not export %s", event.event_id, exc_info=True)
+                # Give the GIL back between short slices: a caller blocked on it while this
+                # thread builds a long run of spans is exactly the record() tail we must avoid.
+                time.sleep(SLICE_PAUSE_S)
         finally:
             with self._idle:
                 self._busy = False
                 self._idle.notify_all()
+
+    def _should_wait(self, oldest_queued: float) -> bool:
+        """Whether to let the caller's burst of record() calls go on before building spans."""
+        if self._flushing or self._stopping or len(self._queue) >= self._max_queue // 2:
+            return False
+        now = time.monotonic()
+        return now - self._last_submit < QUIET_S and now - oldest_queued < MAX_DELAY_S
 
     def emit(self, event: UsageEvent, parent: SpanContext | None = None) -> None:
         """Build ``event``'s span and metric points now, on this thread."""
@@ -281,13 +325,17 @@ class OTelExporter:
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queued event is built and sent (True) or ``timeout`` passes."""
         deadline = time.monotonic() + timeout
-        with self._idle:
-            while self._queue or self._busy:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._wake.set()
-                self._idle.wait(min(remaining, 0.05))
+        self._flushing = True
+        try:
+            with self._idle:
+                while self._queue or self._busy:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._wake.set()
+                    self._idle.wait(min(remaining, 0.05))
+        finally:
+            self._flushing = False
         millis = max(1, int((deadline - time.monotonic()) * 1000))
         spans_sent = self._tracer_provider.force_flush(millis)
         metrics_sent = self._meter_provider.force_flush(millis)
