@@ -21,9 +21,9 @@ periodic metric reader send them. Building spans is Python work that holds
 the GIL, and a caller waiting for the GIL is a slow ``record()``; so the worker
 waits for a lull in ``record()`` calls (:data:`QUIET_S`), holds no event longer
 than :data:`MAX_DELAY_S`, and works in short slices that give the GIL back.
-Span timestamps are the attempt's own, so the delay changes nothing downstream. A full queue drops the newest events for
-the mirror only (one warning; the rows are in the ledger regardless), and an
-unreachable collector costs one warning per outage, not a log line per batch
+Span timestamps are the attempt's own, so the delay changes nothing downstream.
+A full queue drops the newest events for the mirror only (one warning; the rows
+are in the ledger regardless), and an unreachable collector costs one warning per outage, not a log line per batch
 and never a row.
 """
 
