@@ -1,11 +1,14 @@
 """``ledger budget check`` (the CI cost gate) and ``ledger budget status`` (today's burn).
 
 ``check`` exits 0 when every budget holds, 1 when one is exceeded, 2 when the
-budgets file is bad or the ledger cannot be read. With ``--notify URL`` it
-also posts a webhook for each budget that crossed its warning or its limit
-today (once per budget, threshold and day); a webhook that fails is reported
-on stderr and never changes the exit code. ``watch`` does the notifying on a
-timer, for deployments without cron.
+budgets file or an option is bad or the ledger cannot be read (missing,
+unmigrated, unreachable): a broken ledger must never read as overspend. With
+``--format json`` every outcome, errors included, is one JSON document on stdout.
+
+With ``--notify URL`` it also posts a webhook for each budget that crossed its
+warning or its limit today (once per budget, threshold and day); a webhook that
+fails is reported on stderr and never changes the exit code. ``watch`` does the
+notifying on a timer, for deployments without cron.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Final
+from typing import Final, NoReturn
 
 import click
 from rich.console import Console
@@ -30,7 +33,7 @@ from ledger.budgets.evaluation import CheckReport, evaluate, usd
 from ledger.budgets.notify import DEFAULT_RETRIES, Delivery, notify, webhook_host
 from ledger.budgets.status import BudgetStatus, budget_status
 from ledger.cli.report import open_analytics
-from ledger.errors import ConfigurationError, DatabaseError
+from ledger.errors import ConfigurationError, DatabaseError, LedgerError
 from ledger.store.engine import database_url, make_engine
 from ledger.store.migrate import check_schema
 
@@ -70,6 +73,17 @@ def parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
 
 def _config(path: Path | None) -> BudgetConfig:
     return load_config(path)
+
+
+def _bad(command: str, fmt: str, exc: Exception) -> NoReturn:
+    """End with exit status 2: the reason on stderr, and as JSON on stdout when asked."""
+    message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+    click.echo(f"ledger budget {command}: {message}", err=True)
+    if fmt == "json":
+        error = {"type": type(exc).__name__, "message": message}
+        # The report's own keys too, so a gate reading "ok"/"exceeded" sees a failure.
+        click.echo(json.dumps({"ok": False, "error": error, "exceeded": [], "results": []}))
+    sys.exit(EXIT_BAD)
 
 
 def _check_table(report: CheckReport) -> Table:
@@ -194,18 +208,17 @@ def check(
 ) -> None:
     """Check every budget over a window; exit 0 if all hold, 1 if one is exceeded, 2 on error."""
     now = dt.datetime.now(dt.UTC)
-    start = parse_when(since, now)
-    end = now if until is None else parse_when(until, now)
-    wanted = parse_tags(tags)
     try:
+        start = parse_when(since, now)
+        end = now if until is None else parse_when(until, now)
+        wanted = parse_tags(tags)
         config = _config(config_path)
         with open_analytics(Console(stderr=True)) as analytics:
             config.check_agents(known_agents(analytics))
             report = evaluate(analytics, config, start=start, end=end, tags=wanted)
             deliveries = _alerts_for_check(analytics, config, end or now, notify_url, retries)
-    except (ConfigurationError, DatabaseError) as exc:
-        click.echo(f"ledger budget check: {exc}", err=True)
-        sys.exit(EXIT_BAD)
+    except (click.BadParameter, LedgerError) as exc:
+        _bad("check", fmt, exc)
     if notify_url is not None:
         report_deliveries(deliveries, notify_url)
     if fmt == "json":
@@ -270,14 +283,13 @@ def _status_table(lines: list[BudgetStatus], day: dt.date) -> Table:
 def status(at_text: str | None, fmt: str, config_path: Path | None) -> None:
     """Today's spend against each budget, the projected end-of-day spend, the closest first."""
     now = dt.datetime.now(dt.UTC)
-    at = (parse_when(at_text, now) if at_text else None) or now
     try:
+        at = (parse_when(at_text, now) if at_text else None) or now
         config = _config(config_path)
         with open_analytics(Console(stderr=True)) as analytics:
             lines = budget_status(analytics, config, at=at)
-    except (ConfigurationError, DatabaseError) as exc:
-        click.echo(f"ledger budget status: {exc}", err=True)
-        sys.exit(EXIT_BAD)
+    except (click.BadParameter, LedgerError) as exc:
+        _bad("status", fmt, exc)
     if fmt == "json":
         body = {"at": at.isoformat(), "budgets": [s.as_dict() for s in lines]}
         click.echo(json.dumps(body, indent=1))
@@ -330,7 +342,7 @@ def watch(
         except ConfigurationError as exc:
             click.echo(f"ledger budget watch: {exc}", err=True)
             sys.exit(EXIT_BAD)
-        except DatabaseError as exc:  # a database outage must not end the watch
+        except LedgerError as exc:  # a database outage must not end the watch
             click.echo(f"ledger budget watch: {exc}; trying again in {every}", err=True)
         runs += 1
         if max_runs is not None and runs >= max_runs:

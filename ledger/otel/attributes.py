@@ -20,6 +20,7 @@ What the conventions lack lives under ``ledger.*`` (:data:`LEDGER_ATTRIBUTES`):
 ``ledger.session_key_sent``    bool    a sticky session key was sent (never the key)
 ``ledger.response_cache_hit``  bool    served from the response cache
 ``ledger.streamed``            bool    the attempt used SSE streaming
+``ledger.usage_reported``      bool    the token counts are the provider's report
 ``ledger.ttft_ms``             double  send -> first token
 ``ledger.routing.sort``        string  OpenRouter ``provider.sort`` sent
 ``ledger.routing.order``       string  OpenRouter ``provider.order`` sent, comma-joined
@@ -87,6 +88,7 @@ COST_SOURCE: Final = "ledger.cost_source"
 SESSION_KEY_SENT: Final = "ledger.session_key_sent"
 RESPONSE_CACHE_HIT: Final = "ledger.response_cache_hit"
 STREAMED: Final = "ledger.streamed"
+USAGE_REPORTED: Final = "ledger.usage_reported"
 TTFT_MS: Final = "ledger.ttft_ms"
 ROUTING_SORT: Final = "ledger.routing.sort"
 ROUTING_ORDER: Final = "ledger.routing.order"
@@ -102,6 +104,7 @@ LEDGER_ATTRIBUTES: Final = (
     SESSION_KEY_SENT,
     RESPONSE_CACHE_HIT,
     STREAMED,
+    USAGE_REPORTED,
     TTFT_MS,
     ROUTING_SORT,
     ROUTING_ORDER,
@@ -174,6 +177,7 @@ def span_attributes(event: UsageEvent) -> dict[str, AttributeValue]:
             SESSION_KEY_SENT: event.session_key is not None,
             RESPONSE_CACHE_HIT: event.response_cache_hit,
             STREAMED: event.streamed,
+            USAGE_REPORTED: event.usage_reported,
         }
     )
     return attributes

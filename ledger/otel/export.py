@@ -23,8 +23,8 @@ waits for a lull in ``record()`` calls (:data:`QUIET_S`), holds no event longer
 than :data:`MAX_DELAY_S`, and works in short slices that give the GIL back.
 Span timestamps are the attempt's own, so the delay changes nothing downstream.
 A full queue drops the newest events for the mirror only (one warning; the rows
-are in the ledger regardless), and an unreachable collector costs one warning per outage, not a log line per batch
-and never a row.
+are in the ledger regardless), and an unreachable collector costs one warning
+per outage, not a log line per batch and never a row.
 """
 
 from __future__ import annotations

@@ -31,8 +31,9 @@ cost                ``ledger.cost_usd``; else the project's price table (as the
 ==================  ==============================================================
 
 plus the exporter's own ``ledger.*`` attributes, so the ledger's spans come
-back as the rows they were. What is not there stays NULL (or 0 for token
-counts, the contract's default).
+back as the rows they were. ``usage_reported`` is whether the span carried
+token counts at all (the ledger's own spans say it in ``ledger.usage_reported``).
+What is not there stays NULL (or 0 for token counts, the contract's default).
 
 A span is *skipped* (with a reason) when it is not a model call: no GenAI
 provider or model attribute, or an agent/tool/workflow span (whose usage, if
@@ -339,6 +340,8 @@ def to_event(span: Span) -> UsageEvent | Skipped:
         cost_usd=cost,
         cost_source=source,
         streamed=_flag(a, STREAM_KEYS),
+        # Counts the span does not carry are not the provider's report (contract: honest rows).
+        usage_reported=a[attr.USAGE_REPORTED] is True if attr.USAGE_REPORTED in a else reported,
         **_ledger_fields(a, event_id),
     )
     try:

@@ -31,10 +31,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from ledger.errors import JournalError
 from ledger.events import UsageEvent
 from ledger.otel.mapping import Skipped, to_event
 from ledger.otel.spans import Malformed, OTLPDecodeError, Span, decode_json, decode_protobuf
-from ledger.store.journal import JournalError
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Create budget_alerts: the state behind "at most one alert per budget per threshold per period".
 
 Revision ID: 0005
-Revises: 0001
+Revises: 0002
 Create Date: 2026-12-01
 """
 
@@ -15,7 +15,7 @@ from alembic import op
 import ledger.schema
 
 revision: str = "0005"
-down_revision: str | None = "0001"
+down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -70,6 +70,7 @@ def test_a_full_attempt_becomes_one_client_span_attribute_by_attribute(memory: P
         "ledger.session_key_sent": True,
         "ledger.response_cache_hit": False,
         "ledger.streamed": True,
+        "ledger.usage_reported": True,
         "ledger.ttft_ms": 120.25,
         "ledger.routing.sort": "price",
         "ledger.routing.order": "DeepInfra,Novita",
