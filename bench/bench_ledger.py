@@ -193,7 +193,7 @@ def bench_exporter(tmp: Path, events: list[UsageEvent], rounds: int) -> None:
     print(f"  baseline, no exporter   p50 {off_p50:6.1f} us   p99 {off_p99:6.1f} us")
     print(
         f"  exporter on             p50 {on_p50:6.1f} us   p99 {on_p99:6.1f} us"
-        f"   (+{on_p99 - off_p99:.1f} us at p99; target p99 <= 50 us)"
+        f"   ({on_p99 - off_p99:+.1f} us at p99; target p99 <= 50 us)"
     )
     print(f"  spans delivered: {sent:,} of {len(events) * rounds:,}")
     rounds_text = "  ".join(
