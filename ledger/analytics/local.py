@@ -6,9 +6,13 @@ ledger), the ``ledger_settings`` table and ``ledger_setting()`` macro the views
 read, the ``ledger_sync`` bookkeeping row, the state tables sync keeps for the
 views (:mod:`ledger.analytics.state`), and the views themselves.
 
-DuckDB lets one process open a file for writing. A second process that finds it
-locked (a dashboard is running, say) waits a little, then either raises
-:class:`AnalyticsBusy` or, when allowed, works on a private in-memory copy.
+DuckDB lets one process open a file for writing, and while it does no other
+process can open it at all, not even read-only. A second process that finds it
+locked (a dashboard is running, say) waits a little, then works on a private
+in-memory copy, or raises :class:`AnalyticsBusy` when that is not allowed.
+
+Every connection is opened with DuckDB's automatic extension installation and
+loading off: a query must not download code. JSON and Parquet are built in.
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ IN_MEMORY: Final = ":memory:"
 #: 10k-row sync, whose commit then spends seconds recompressing row groups; at
 #: 256 MB one sync in ~15 pays it (and a rebuild checkpoints at once).
 CHECKPOINT_THRESHOLD: Final = "256MB"
+#: Set on every connection: no query installs or loads an extension behind the user's back.
+NO_AUTO_EXTENSIONS: Final[dict[str, str | bool | int | float | list[str]]] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
 
 
 class AnalyticsBusy(DatabaseError):
@@ -169,6 +178,7 @@ def open_file(
             config: dict[str, str | bool | int | float | list[str]] = {
                 "memory_limit": memory_limit,
                 "checkpoint_threshold": CHECKPOINT_THRESHOLD,
+                **NO_AUTO_EXTENSIONS,
             }
             return duckdb.connect(str(path), config=config), False
         except duckdb.IOException as exc:
@@ -180,7 +190,7 @@ def open_file(
                         "%s is in use by another process; working on a private in-memory copy",
                         path,
                     )
-                    return duckdb.connect(IN_MEMORY), True
+                    return duckdb.connect(IN_MEMORY, config=dict(NO_AUTO_EXTENSIONS)), True
                 raise AnalyticsBusy(
                     f"the analytics file {path} is in use by another process "
                     f"(a running dashboard?): {exc}",

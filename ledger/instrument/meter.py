@@ -314,6 +314,9 @@ class Exchange:
         self.ttft: float | None = None
         self.finished = False
         self.event: UsageEvent | None = None
+        #: The attempt's failure as the client would raise it (None: it succeeded), once
+        #: finished: a relay that falls back on it (the gateway) reads it here.
+        self.error: ProviderError | None = None
 
     @property
     def provider(self) -> Provider:
@@ -451,6 +454,7 @@ class Exchange:
 
     def _write(self, parsed: Parsed | None, error: ProviderError | None, *, streamed: bool) -> None:
         self.finished = True
+        self.error = error
         try:
             event = build_event(
                 self.prep,

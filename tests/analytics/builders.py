@@ -89,5 +89,13 @@ def open_analytics(url: str, tmp_path: Path, **settings: float) -> Analytics:
     )
 
 
+def edit_copy(analytics: Analytics, statement: str) -> None:
+    """Change the DuckDB copy behind the API's back, as ``duckdb FILE`` could.
+
+    ``Analytics.sql`` only reads, so this goes to the object's own connection.
+    """
+    analytics._con.execute(statement)
+
+
 def money(text: str) -> Decimal:
     return Decimal(text)
