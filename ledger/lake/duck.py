@@ -16,8 +16,7 @@ import pyarrow.dataset as pads
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.lake import manifest as mf
 from ledger.lake.export import lake_schema, open_target
-from ledger.lake.spark_sql import inline_settings
-from ledger.lake.views import definitions, settings_values
+from ledger.lake.views import definitions, inline_settings, settings_values
 from ledger.schema import TABLE_NAME
 
 
@@ -29,7 +28,9 @@ def dataset(target: str | Path) -> pads.Dataset:
     return pads.dataset(paths, schema=lake_schema(), filesystem=filesystem, format="parquet")
 
 
-def connect(target: str | Path, settings: AnalyticsSettings | None = None) -> duckdb.DuckDBPyConnection:
+def connect(
+    target: str | Path, settings: AnalyticsSettings | None = None
+) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with ``token_usage`` and every view over the lake."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")

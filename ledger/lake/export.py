@@ -30,10 +30,10 @@ environment of those SDKs).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import duckdb
 import numpy as np
@@ -51,6 +51,14 @@ BATCH_ROWS: Final = 256_000
 
 #: ``progress(rows_written, rows_to_write)``
 ExportProgress = Callable[[int, int], None]
+
+
+class RowSource(Protocol):
+    """Where the rows come from: :class:`ledger.analytics.Analytics` (its synced copy)."""
+
+    def relation(
+        self, query: str, parameters: Mapping[str, object] | None = None
+    ) -> duckdb.DuckDBPyRelation: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,26 +106,27 @@ def open_target(target: str | Path) -> tuple[pafs.FileSystem, str]:
 
 
 def export_lake(
-    con: duckdb.DuckDBPyConnection,
+    analytics: RowSource,
     target: str | Path,
     *,
     progress: ExportProgress | None = None,
 ) -> ExportResult:
-    """Append the copy's rows that the lake at ``target`` does not hold yet."""
+    """Append the rows of ``analytics``' copy that the lake at ``target`` does not hold yet."""
     filesystem, root = open_target(target)
     filesystem.create_dir(root, recursive=True)
     manifest = mf.read(filesystem, root)
     removed = _remove_uncommitted(filesystem, root, manifest)
     # The run selects against the manifest as it was at the start: each day it
     # commits raises the manifest's highest id past rows of later days.
-    max_id = manifest.max_id
-    _register_holes(con, manifest)
-    days = con.execute(_NEW_DAYS, {"max_id": max_id}).fetchall()
+    selection = _selection(manifest)
+    days = analytics.relation(_NEW_DAYS, selection).fetchall()
     total = sum(int(n) for _, n in days)
     written = 0
     for day, _ in days:
-        for batch_rows, manifest in _write_day(con, filesystem, root, manifest, max_id, day):
+        rows = analytics.relation(_DAY_ROWS, {**selection, "day": day})
+        for batch_rows, committed in _write_day(rows, filesystem, root, manifest, day):
             written += batch_rows
+            manifest = committed
             if progress is not None:
                 progress(written, total)
     return ExportResult(
@@ -130,47 +139,53 @@ def export_lake(
 
 
 # The rows to export: above the manifest's highest id, or in one of its holes
-# (registered as the relation lake_holes). started_at AT TIME ZONE 'UTC' is
-# the naive UTC wall time, so the day is the UTC day whatever the time zone.
+# (two parallel lists of range bounds). started_at AT TIME ZONE 'UTC' is the
+# naive UTC wall time, so the day is the UTC day whatever the time zone.
 _NEW_ROWS: Final = f"""
-SELECT t.*, CAST(t.started_at AT TIME ZONE 'UTC' AS DATE) AS lake_day
-FROM {TABLE_NAME} AS t WHERE t.id > $max_id
+SELECT t.* FROM {TABLE_NAME} AS t WHERE t.id > $max_id
 UNION ALL
-SELECT t.*, CAST(t.started_at AT TIME ZONE 'UTC' AS DATE) AS lake_day
-FROM {TABLE_NAME} AS t JOIN lake_holes AS h ON t.id BETWEEN h.lo AND h.hi
+SELECT t.* FROM {TABLE_NAME} AS t
+JOIN (
+  SELECT unnest(CAST($hole_lo AS BIGINT[])) AS lo, unnest(CAST($hole_hi AS BIGINT[])) AS hi
+) AS h ON t.id BETWEEN h.lo AND h.hi
 """  # noqa: S608
-_NEW_DAYS: Final = f"SELECT lake_day, count(*) FROM ({_NEW_ROWS}) GROUP BY 1 ORDER BY 1"  # noqa: S608
+_NEW_DAYS: Final = f"""
+SELECT CAST(started_at AT TIME ZONE 'UTC' AS DATE) AS day, count(*)
+FROM ({_NEW_ROWS}) GROUP BY 1 ORDER BY 1
+"""  # noqa: S608
+# A day's rows by a started_at range, which DuckDB's zone maps prune, not by
+# the day computed from every row.
 _DAY_ROWS: Final = f"""
-SELECT * EXCLUDE (lake_day) FROM ({_NEW_ROWS}) WHERE lake_day = $day ORDER BY id
+SELECT * FROM ({_NEW_ROWS})
+WHERE started_at >= timezone('UTC', CAST($day AS TIMESTAMP))
+  AND started_at < timezone('UTC', CAST($day AS TIMESTAMP) + INTERVAL 1 DAY)
+ORDER BY id
 """  # noqa: S608
 
 
-def _register_holes(con: duckdb.DuckDBPyConnection, manifest: mf.Manifest) -> None:
+def _selection(manifest: mf.Manifest) -> dict[str, object]:
     holes = manifest.holes()
-    table = pa.table(
-        {
-            "lo": pa.array([lo for lo, _ in holes], pa.int64()),
-            "hi": pa.array([hi for _, hi in holes], pa.int64()),
-        }
-    )
-    con.register("lake_holes", table)
+    return {
+        "max_id": manifest.max_id,
+        "hole_lo": [lo for lo, _ in holes],
+        "hole_hi": [hi for _, hi in holes],
+    }
 
 
 def _write_day(
-    con: duckdb.DuckDBPyConnection,
+    rows: duckdb.DuckDBPyRelation,
     filesystem: pafs.FileSystem,
     root: str,
     manifest: mf.Manifest,
-    max_id: int,
     day: dt.date,
 ) -> Iterator[tuple[int, mf.Manifest]]:
     """Write one day's new rows as one file, commit it; yields (rows, manifest) per batch."""
     schema = lake_schema()
-    reader = con.sql(_DAY_ROWS, params={"max_id": max_id, "day": day}).to_arrow_reader(BATCH_ROWS)
+    reader = rows.to_arrow_reader(BATCH_ROWS)
     directory = f"{root}/{PARTITION}={day.isoformat()}"
     filesystem.create_dir(directory, recursive=True)
     runs: list[mf.IdRange] = []
-    rows = 0
+    written = 0
     staging = f"{directory}/_export.parquet.tmp"
     with (
         filesystem.open_output_stream(staging) as stream,
@@ -180,14 +195,16 @@ def _write_day(
             table = pa.Table.from_batches([batch]).cast(schema)
             writer.write_table(table)
             runs = [*mf.merge_ranges([*runs, *_runs(table.column("id"))])]
-            rows += table.num_rows
+            written += table.num_rows
             yield table.num_rows, manifest
-    if not rows:  # the day's rows went away between counting and reading
+    if not written:  # the day's rows went away between counting and reading
         filesystem.delete_file(staging)
         return
     name = f"part-{runs[0][0]:012d}.parquet"
     filesystem.move(staging, f"{directory}/{name}")
-    entry = mf.LakeFile(f"{PARTITION}={day.isoformat()}/{name}", day, rows, runs[0][0], runs[-1][1])
+    entry = mf.LakeFile(
+        f"{PARTITION}={day.isoformat()}/{name}", day, written, runs[0][0], runs[-1][1]
+    )
     manifest = manifest.committed(entry, runs)
     mf.write(filesystem, root, manifest)
     yield 0, manifest

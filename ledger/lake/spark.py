@@ -10,7 +10,8 @@ Locally (``pip install 'ledger[spark]'``, Java 17)::
 On a cluster, this module is the job: it registers the views over the lake and
 writes each one as a Parquet table under ``--out``::
 
-    spark-submit --py-files ledger.zip "$(python -c 'import ledger.lake.spark as m; print(m.__file__)')" \\
+    job=$(python -c 'import ledger.lake.spark as m; print(m.__file__)')
+    spark-submit --py-files ledger.zip "$job" \\
         --lake s3a://bucket/ledger-lake --out s3a://bucket/ledger-views
 
 The views are the DuckDB definitions rewritten by :mod:`ledger.lake.spark_sql`,
@@ -49,7 +50,9 @@ def local_session(app_name: str = "ledger-views", cores: int = 2) -> SparkSessio
         .appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", str(max(2, cores * 2)))
+        .config("spark.ui.showConsoleProgress", "false")
+        # The views aggregate small results: a few shuffle partitions, not 200.
+        .config("spark.sql.shuffle.partitions", str(cores))
         .getOrCreate()
     )
 

@@ -44,33 +44,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, cast
 
 import sqlglot
 from sqlglot import exp, transforms
 
-_SETTING: Final = re.compile(r"ledger_setting\(\s*'(\w+)'\s*\)")
+from ledger.lake.views import inline_settings
+
 _PRINTF_SPEC: Final = re.compile(r"%(?:%|[-#+ 0,(]*\d*(?:\.\d+)?([a-zA-Z]))")
 
 
 # DuckDB's len() of these is a list length; sqlglot reads len() as a string length.
 _ARRAY_VALUED: Final = (exp.ArrayFilter, exp.ArraySort, exp.Array, exp.ArrayDistinct, exp.ArrayAgg)
-
-
-class UnknownSetting(KeyError):
-    """A view reads ``ledger_setting(name)`` for a name the settings do not hold."""
-
-
-def inline_settings(sql: str, settings: Mapping[str, float]) -> str:
-    """Replace every ``ledger_setting('name')`` with ``CAST(value AS DOUBLE)``."""
-
-    def value(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in settings:
-            raise UnknownSetting(f"the views read setting {name!r}, which is not defined")
-        return f"CAST({float(settings[name])!r} AS DOUBLE)"
-
-    return _SETTING.sub(value, sql)
 
 
 def to_spark(duckdb_sql: str, settings: Mapping[str, float]) -> str:
@@ -84,7 +69,7 @@ def to_spark(duckdb_sql: str, settings: Mapping[str, float]) -> str:
 
 def _rewrite(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Select):
-        return transforms.eliminate_window_clause(node)
+        return cast(exp.Expression, transforms.eliminate_window_clause(node))
     if isinstance(node, exp.Length) and isinstance(node.this, _ARRAY_VALUED):
         return exp.Anonymous(this="size", expressions=[node.this])
     if isinstance(node, exp.Anonymous):

@@ -53,18 +53,18 @@ def test_a_second_export_writes_nothing_and_new_rows_land_in_their_day(
     lake = tmp_path / "lake"
     insert_rows(ledger_url, [served(0, "A", cost_usd=Decimal("0.25"), **S), served(1, "A", **S)])
     analytics.refresh()
-    first = analytics.export(lake)
+    first = export_lake(analytics, lake)
     assert (first.new_rows, first.new_files, first.total_rows) == (2, 1, 2)
     files = visible_files(lake)
     assert files == [files[0]] and files[0].startswith("date=2025-03-01/part-")
 
-    again = analytics.export(lake)
+    again = export_lake(analytics, lake)
     assert (again.new_rows, again.new_files, again.total_rows) == (0, 0, 2)
     assert visible_files(lake) == files
 
     insert_rows(ledger_url, [served(1500, "B", cost_usd=Decimal("1"), **S)])  # the next day
     analytics.refresh()
-    third = analytics.export(lake)
+    third = export_lake(analytics, lake)
     assert (third.new_rows, third.new_files, third.total_rows) == (1, 1, 3)
     assert [(d, c) for _, d, c in lake_rows(lake)] == [
         ("2025-03-01", Decimal("0.25")),
@@ -86,13 +86,13 @@ def test_a_row_committed_late_below_the_exported_ids_is_exported_once(
         late = conn.execute(token_usage.select().where(token_usage.c.id == 2)).mappings().one()
         conn.execute(delete(token_usage).where(token_usage.c.id == 2))
     with Analytics(sqlite_url, path=tmp_path / "copy.duckdb") as analytics:
-        assert analytics.export(lake).new_rows == 2
+        assert export_lake(analytics, lake).new_rows == 2
     assert json.loads((lake / MANIFEST_NAME).read_text())["exported_ids"] == [[1, 1], [3, 3]]
     with engine.begin() as conn:
         conn.execute(token_usage.insert().values(**late))
     engine.dispose()
     with Analytics(sqlite_url, path=tmp_path / "copy.duckdb") as analytics:
-        result = analytics.export(lake)
+        result = export_lake(analytics, lake)
     assert (result.new_rows, result.total_rows) == (1, 3)
     assert [i for i, _, _ in lake_rows(lake)] == [1, 2, 3]
 
@@ -100,7 +100,7 @@ def test_a_row_committed_late_below_the_exported_ids_is_exported_once(
 def test_files_follow_the_documented_schema(sqlite_url: str, tmp_path: Path) -> None:
     insert_rows(sqlite_url, [served(0, "A", tags={"team": "x"}, **S)])
     with Analytics(sqlite_url, path=tmp_path / "copy.duckdb") as analytics:
-        analytics.export(tmp_path / "lake")
+        export_lake(analytics, tmp_path / "lake")
     (path,) = (tmp_path / "lake").glob("*/*.parquet")
     schema = pq.read_schema(path)
     assert schema.equals(lake_schema(), check_metadata=False)
@@ -112,7 +112,7 @@ def test_files_follow_the_documented_schema(sqlite_url: str, tmp_path: Path) -> 
 def test_duckdb_reads_the_views_from_the_lake(sqlite_url: str, tmp_path: Path) -> None:
     insert_rows(sqlite_url, [served(0, "A", cost_usd=Decimal("0.5"), **S), served(1, "A", **S)])
     with Analytics(sqlite_url, path=tmp_path / "copy.duckdb") as analytics:
-        analytics.export(tmp_path / "lake")
+        export_lake(analytics, tmp_path / "lake")
         expected = analytics.sql("SELECT * FROM session_stickiness")
     con = duck.connect(tmp_path / "lake")
     got = con.execute("SELECT * FROM session_stickiness").df()
@@ -126,20 +126,27 @@ _KILLED_CHILD = textwrap.dedent(
     from ledger.analytics import Analytics
     import ledger.lake.export as export
 
-    real_move = export.pafs.LocalFileSystem.move
-    moves = []
+    class Dying:
+        \"\"\"The real local filesystem, killed by SIGKILL at one step of the first day.\"\"\"
 
-    def move_then_die(self, src, dest):
-        if sys.argv[3] == "before-move" and src.endswith(".tmp") and "date=" in src:
-            os.kill(os.getpid(), signal.SIGKILL)  # the day's file is written, not yet moved
-        real_move(self, src, dest)
-        moves.append(dest)
-        if sys.argv[3] == "before-commit" and dest.endswith(".parquet"):
-            os.kill(os.getpid(), signal.SIGKILL)  # moved into place, not in the manifest
+        def __init__(self, real):
+            self.real = real
 
-    export.pafs.LocalFileSystem.move = move_then_die
-    with Analytics(sys.argv[1], path=sys.argv[2] + ".duckdb") as analytics:
-        analytics.export(sys.argv[2])
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+        def move(self, src, dest):
+            if sys.argv[3] == "before-move" and "date=" in src:
+                os.kill(os.getpid(), signal.SIGKILL)  # the day's file written, not moved
+            self.real.move(src, dest)
+            if sys.argv[3] == "before-commit" and dest.endswith(".parquet"):
+                os.kill(os.getpid(), signal.SIGKILL)  # moved into place, not committed
+
+    real_open = export.open_target
+    export.open_target = lambda target: (Dying(real_open(target)[0]), real_open(target)[1])
+    from pathlib import Path
+    with Analytics(sys.argv[1], path=Path(sys.argv[2] + ".duckdb")) as analytics:
+        export.export_lake(analytics, sys.argv[2])
     """
 )
 
@@ -162,7 +169,7 @@ def test_an_export_killed_mid_run_leaves_no_partial_file_and_the_next_run_comple
     for path in visible_files(lake):  # any file a glob sees is whole
         assert pq.read_metadata(lake / path).num_rows > 0
     with Analytics(sqlite_url, path=tmp_path / "copy.duckdb") as analytics:
-        result = analytics.export(lake)
+        result = export_lake(analytics, lake)
     assert result.new_rows == 3 and result.total_rows == 3
     assert result.removed_uncommitted == 1
     assert [i for i, _, _ in lake_rows(lake)] == [1, 2, 3]
@@ -184,5 +191,5 @@ def test_the_export_command_says_what_it_added(
 
 
 def test_merge_ranges_joins_adjacent_and_overlapping_ranges() -> None:
-    assert merge_ranges([(5, 6), (1, 2), (3, 3), (9, 12), (10, 11)]) == ((1, 6), (9, 12))
+    assert merge_ranges([(5, 6), (1, 2), (3, 3), (9, 12), (10, 11)]) == ((1, 3), (5, 6), (9, 12))
     assert Manifest(exported=((3, 4), (8, 9))).holes() == [(1, 2), (5, 7)]
