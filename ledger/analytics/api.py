@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -34,7 +35,6 @@ import pandas as pd  # type: ignore[import-untyped]
 from sqlalchemy.engine import URL
 
 from ledger.analytics import figures, local, views
-from ledger.analytics.export import ExportResult, export_parquet
 from ledger.analytics.readonly import check_read_only
 from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.analytics.source import LedgerSource
@@ -188,10 +188,12 @@ class Analytics:
         finally:
             cursor.close()
 
-    def relation(self, query: str) -> duckdb.DuckDBPyRelation:
+    def relation(
+        self, query: str, parameters: Mapping[str, object] | None = None
+    ) -> duckdb.DuckDBPyRelation:
         """A lazy DuckDB relation on its own cursor (for streaming or re-export); reads only."""
         check_read_only(query)
-        return self._con.cursor().sql(query)
+        return self._con.cursor().sql(query, params=dict(parameters or {}))
 
     def view(self, name: str, filters: Filters | None = None) -> pd.DataFrame:
         """View ``name`` over every row, or over the rows ``filters`` selects."""
@@ -312,11 +314,3 @@ class Analytics:
         """One session's switches and idle releases (from ``transitions``)."""
         key = {"session_id": session_id, "actor_id": actor_id, "model": model}
         return self._over("transitions", filters, figures.SESSION_MOVES, key)
-
-    def export(self, directory: Path, *, progress: ProgressCallback | None = None) -> ExportResult:
-        """Write ``token_usage`` as Parquet under ``directory``, one folder per day."""
-        cursor = self._con.cursor()
-        try:
-            return export_parquet(cursor, directory, progress=progress)
-        finally:
-            cursor.close()
