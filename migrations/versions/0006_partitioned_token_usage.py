@@ -14,7 +14,7 @@ so). SQLite is unchanged.
 Triggers already on the table (change tracking) are carried over.
 
 Revision ID: 0006
-Revises: 0002
+Revises: 0005
 Create Date: 2026-12-01
 """
 
@@ -28,7 +28,7 @@ from alembic import op
 import ledger.schema
 
 revision: str = "0006"
-down_revision: str | None = "0002"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def plain_ledger(pg_url: str) -> Iterator[Engine]:
-    """The session's ledger rebuilt as it was before partitioning: revision 0002, plain."""
+    """The session's ledger rebuilt as it was before partitioning: revision 0005, plain."""
     engine = make_engine(pg_url)
-    downgrade(engine, "0002")
+    downgrade(engine, "0005")
     try:
         yield engine
     finally:
@@ -48,7 +48,7 @@ def plain_ledger(pg_url: str) -> Iterator[Engine]:
             conn.execute(text(f"DROP TABLE IF EXISTS {repartition.OLD}"))
             conn.execute(text(f"DROP TABLE IF EXISTS {repartition.NEW} CASCADE"))
             conn.execute(text("DELETE FROM token_usage"))
-        downgrade(engine, "0002")
+        downgrade(engine, "0005")
         upgrade(engine)
         engine.dispose()
 
@@ -70,7 +70,7 @@ def _wait_for(predicate: Callable[[], bool], what: str, timeout: float = 120.0) 
 def test_partition_copies_everything_while_a_writer_process_keeps_recording(
     plain_ledger: Engine, pg_url: str, tmp_path: Path
 ) -> None:
-    # Existing rows across three months (written at revision 0002, where the
+    # Existing rows across three months (written at revision 0005, where the
     # writer refuses to run), then the upgrade leaves the table plain.
     days = [dt.datetime(2024, m, d, tzinfo=dt.UTC) for m in (1, 2, 3) for d in range(1, 11)]
     seed = [usage(day) for day in days]
