@@ -21,6 +21,7 @@ from ledger.store import partitions, repartition
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger
 from ledger.store.migrate import downgrade, upgrade
+from tests.cli.shell import ledger
 from tests.store.test_partitions import usage
 
 from .record_child import event_id
@@ -159,3 +160,41 @@ def test_partition_copies_everything_while_a_writer_process_keeps_recording(
     assert _stored(plain_ledger)[new] > max(after.values())
     # Run again: nothing to do.
     assert repartition.partition(plain_ledger, dt.datetime.now(dt.UTC)).already
+
+
+def test_upgrade_of_a_ledger_with_rows_says_to_partition_and_the_command_does_it(
+    plain_ledger: Engine,
+    pg_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    e = usage(dt.datetime(2025, 5, 5, tzinfo=dt.UTC))
+    with plain_ledger.begin() as conn:
+        conn.execute(
+            insert(token_usage),
+            {
+                "event_id": e.event_id,
+                "call_id": e.call_id,
+                "attempt": 1,
+                "started_at": e.started_at,
+                "requested_provider": "p",
+                "requested_model": "m",
+                "provider": "p",
+                "status": "ok",
+            },
+        )
+    monkeypatch.setenv("LEDGER_DATABASE_URL", pg_url)
+    up = ledger(capsys, "db", "upgrade")
+    assert up.code == 0, up.err
+    assert "not partitioned" in up.out and "`ledger db partition`" in up.out
+    maintain = ledger(capsys, "db", "maintain")
+    assert maintain.code == 0 and "ledger db partition" in maintain.out
+    done = ledger(capsys, "db", "partition", "--batch", "1")
+    assert done.code == 0, done.err
+    assert "partitioned by month (1 row(s) copied" in done.out
+    assert f"the old table is {repartition.OLD}" in done.out
+    assert list(_stored(plain_ledger)) == [e.event_id]
+    with plain_ledger.connect() as conn:
+        assert partitions.is_partitioned(conn.connection.driver_connection)
+        where = conn.execute(text("SELECT tableoid::regclass::text FROM token_usage")).scalar_one()
+    assert where == "token_usage_p202505"

@@ -69,24 +69,46 @@ def test_postgres_drops_exactly_the_months_that_end_before_the_cutoff(
     engine.dispose()
 
 
+# The change log of issue 22 (migration 0003 on the `sync` branch), as it creates it
+# on PostgreSQL: statement-level triggers over transition tables.
+_CHANGE_LOG = (
+    "CREATE TABLE ledger_changes (seq bigserial PRIMARY KEY, row_id bigint NOT NULL)",
+    "CREATE FUNCTION ledger_log_new_rows() RETURNS trigger LANGUAGE plpgsql AS $$ "
+    "BEGIN INSERT INTO ledger_changes (row_id) SELECT id FROM new_rows; RETURN NULL; END $$",
+    "CREATE TRIGGER token_usage_log_insert AFTER INSERT ON token_usage "
+    "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ledger_log_new_rows()",
+)
+
+
 @pytest.mark.postgres
-def test_dropped_partitions_are_logged_for_the_change_log_when_there_is_one(
+def test_the_change_log_sees_writes_to_partitions_and_the_partitions_retention_drops(
     partitioned_pg_url: str, tmp_path: Path
 ) -> None:
     engine = make_engine(partitioned_pg_url)
-    fill(partitioned_pg_url, tmp_path, [300, 0])
-    with engine.begin() as conn:  # the change log's shape (issue 22's migration 0003)
-        conn.execute(text("CREATE TABLE ledger_changes (seq bigserial PRIMARY KEY, row_id bigint)"))
-        old_id = conn.execute(
-            select(token_usage.c.id).where(token_usage.c.started_at < NOW - dt.timedelta(days=200))
-        ).scalar_one()
+    with engine.begin() as conn:
+        for statement in _CHANGE_LOG:
+            conn.execute(text(statement))
     try:
+        # The writer's COPY into the partitioned table fires the parent's trigger.
+        fill(partitioned_pg_url, tmp_path, [300, 0])
+        with engine.connect() as conn:
+            ids = dict(conn.execute(select(token_usage.c.started_at, token_usage.c.id)).all())
+            logged = list(
+                conn.execute(text("SELECT row_id FROM ledger_changes ORDER BY seq")).scalars()
+            )
+        old_id = ids[min(ids)]
+        assert sorted(logged) == sorted(ids.values())
+        # Dropping a partition fires nothing: retention logs the ids itself.
         assert retention.apply(engine, dt.timedelta(days=30), NOW).rows == 1
         with engine.connect() as conn:
-            logged = list(conn.execute(text("SELECT row_id FROM ledger_changes")).scalars())
-        assert logged == [old_id]
+            logged = list(
+                conn.execute(text("SELECT row_id FROM ledger_changes ORDER BY seq")).scalars()
+            )
+        assert logged[-1] == old_id and len(logged) == 3
     finally:
         with engine.begin() as conn:
+            conn.execute(text("DROP TRIGGER token_usage_log_insert ON token_usage"))
+            conn.execute(text("DROP FUNCTION ledger_log_new_rows()"))
             conn.execute(text("DROP TABLE ledger_changes"))
         engine.dispose()
 
