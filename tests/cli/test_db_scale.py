@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from ledger.analytics import Analytics
 from ledger.schema import token_usage
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger
@@ -42,7 +43,10 @@ def test_retention_dry_run_shows_rows_and_spend_and_changes_nothing_then_removes
     if "postgresql" in ledger_url:
         ledger_url = request.getfixturevalue("partitioned_pg_url")
     monkeypatch.setenv("LEDGER_DATABASE_URL", ledger_url)
+    monkeypatch.setenv("LEDGER_ANALYTICS_PATH", str(tmp_path / "copy.duckdb"))
     _fill(ledger_url, tmp_path, [900, 800, 1])
+    with Analytics(ledger_url) as analytics:  # an analytics copy holding all three
+        assert analytics.last_sync is not None and analytics.last_sync.rows_total == 3
     dry = ledger(capsys, "db", "retention", "--keep", "400d", "--dry-run")
     assert dry.code == 0, dry.err
     assert "would remove 2 row(s)" in dry.out and "spend $3.000000" in dry.out
@@ -51,6 +55,10 @@ def test_retention_dry_run_shows_rows_and_spend_and_changes_nothing_then_removes
     assert done.code == 0, done.err
     assert "removed 2 row(s)" in done.out and "spend $3.000000" in done.out
     assert _count(ledger_url) == 1
+    # The copy follows: the removed rows are gone from it too.
+    assert "analytics copy" in done.out and "rebuilt, 1 row(s)" in done.out
+    with Analytics(ledger_url, sync=False) as analytics:
+        assert int(analytics.sql("SELECT count(*) AS n FROM token_usage")["n"][0]) == 1
     if "postgresql" in ledger_url:
         assert "dropped partition token_usage_p" in done.out
 
