@@ -98,6 +98,15 @@ def _droppable(pg: Any, boundary: dt.datetime) -> list[str]:
     return [partitions.partition_name(m) for m in sorted(partitions.months(pg)) if m < last]
 
 
+def _detached(pg: Any) -> list[str]:
+    """Month tables detached from ``token_usage`` and not yet dropped (nothing's partition)."""
+    found = pg.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relkind = 'r' AND n.nspname = current_schema() AND NOT c.relispartition"
+    ).fetchall()
+    return sorted(name for (name,) in found if partitions.parse_partition_name(name) is not None)
+
+
 def apply(engine: Engine, keep: dt.timedelta, now: dt.datetime) -> Plan:
     """Remove what :func:`plan` describes; returns what was actually removed."""
     cutoff = now.astimezone(dt.UTC) - keep
@@ -121,16 +130,20 @@ def _drop_partitions(engine: Engine, boundary: dt.datetime) -> Plan:
         partitions.ensure_months(pg, stranded)
         logged = pg.execute("SELECT to_regclass(%s)", (_CHANGES,)).fetchone()[0] is not None
         pg.commit()
-        rows, spend, dropped = 0, Decimal(0), []
+        # Detach each month in its own short transaction (it holds the parent's
+        # exclusive lock, so writers wait only for that), then log and drop the
+        # detached tables. A run interrupted between the two leaves detached
+        # month tables, which the next run finishes first.
         for name in _droppable(pg, boundary):
+            pg.execute(
+                sql.SQL("ALTER TABLE {} DETACH PARTITION {}").format(
+                    sql.Identifier(TABLE_NAME), sql.Identifier(name)
+                )
+            )
+        rows, spend, dropped = 0, Decimal(0), []
+        for name in _detached(pg):
             with pg.transaction():
                 part = sql.Identifier(name)
-                pg.execute(
-                    sql.SQL("ALTER TABLE {} DETACH PARTITION {}").format(
-                        sql.Identifier(TABLE_NAME), part
-                    )
-                )
-                # Counted after the detach, which waited for writers: exact.
                 n, s = pg.execute(
                     sql.SQL("SELECT count(*), coalesce(sum(cost_usd), 0) FROM {}").format(part)
                 ).fetchone()

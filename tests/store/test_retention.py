@@ -131,3 +131,20 @@ def test_sqlite_deletes_the_rows_before_the_cutoff_in_batches(
         oldest = conn.execute(select(func.min(token_usage.c.started_at))).scalar_one()
     assert oldest == NOW - dt.timedelta(days=399.9)
     engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_month_detached_by_an_interrupted_run_is_finished_by_the_next(
+    partitioned_pg_url: str, tmp_path: Path
+) -> None:
+    engine = make_engine(partitioned_pg_url)
+    fill(partitioned_pg_url, tmp_path, [300, 0])
+    old = partitions.partition_name(partitions.month_of(NOW - dt.timedelta(days=300)))
+    with engine.begin() as conn:  # the first step of a run that then died
+        conn.execute(text(f"ALTER TABLE token_usage DETACH PARTITION {old}"))
+    assert count(engine) == 1
+    done = retention.apply(engine, dt.timedelta(days=30), NOW)
+    assert old in done.partitions and (done.rows, done.spend) == (1, Decimal(1))
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT to_regclass(:n)"), {"n": old}).scalar() is None
+    engine.dispose()
