@@ -21,7 +21,7 @@ from typing import Any, Final
 import duckdb
 from sqlalchemy import BigInteger, SmallInteger
 
-from ledger.analytics import state
+from ledger.analytics import prices, state
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.analytics.source import column_kind
 from ledger.errors import DatabaseError
@@ -130,6 +130,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     for ddl in SUPPORT_DDL:
         con.execute(ddl)
     state.ensure_tables(con)
+    prices.ensure_table(con)
 
 
 def write_settings(

@@ -48,11 +48,11 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics import gaps, session_state
+from ledger.analytics import clusters, gaps, session_state
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 2
+STATE_VERSION: Final = 3
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
 #: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).
@@ -89,7 +89,7 @@ STATE_DDL: Final = (
         sid BIGINT NOT NULL, session_id VARCHAR, actor_id VARCHAR, requested_model VARCHAR,
         previous_started_at TIMESTAMPTZ, started_at TIMESTAMPTZ, previous_upstream VARCHAR,
         upstream VARCHAR, key_sent BOOLEAN, gap_s DOUBLE, changed BOOLEAN,
-        input_tokens INTEGER, cache_read_tokens INTEGER)""",
+        input_tokens INTEGER, cache_read_tokens INTEGER, previous_cache_read_tokens INTEGER)""",
     """CREATE TABLE IF NOT EXISTS state_rollup (
         actor_id VARCHAR, requested_model VARCHAR, provider VARCHAR, upstream VARCHAR,
         key_sent BOOLEAN, status VARCHAR, response_cache_hit BOOLEAN, is_attempt BOOLEAN,
@@ -197,6 +197,10 @@ _TRANSITION_TOKENS: Final = (
     "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'state_transitions' "
     "AND column_name = 'input_tokens'"
 )
+_TRANSITION_PREVIOUS_READS: Final = (
+    "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'state_transitions' "
+    "AND column_name = 'previous_cache_read_tokens'"
+)
 
 
 def _one(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] = ()) -> int:
@@ -210,7 +214,10 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
     if _one(con, _TRANSITION_TOKENS) == 0:  # a version 1 file: rebuilt on open
         con.execute("ALTER TABLE state_transitions ADD COLUMN input_tokens INTEGER")
         con.execute("ALTER TABLE state_transitions ADD COLUMN cache_read_tokens INTEGER")
+    if _one(con, _TRANSITION_PREVIOUS_READS) == 0:  # a version 2 file: rebuilt on open
+        con.execute("ALTER TABLE state_transitions ADD COLUMN previous_cache_read_tokens INTEGER")
     gaps.ensure_table(con)
+    clusters.ensure_table(con)
 
 
 def _fold_calls(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:
@@ -267,6 +274,7 @@ def _fold(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:
     _fold_rollup(con, src, fresh=fresh)
     _fold_latency(con, src)
     session_state.fold(con, src)
+    clusters.fold(con, src, fresh=fresh)
 
 
 def _write_meta(con: duckdb.DuckDBPyConnection) -> None:
@@ -301,7 +309,7 @@ def _fold_range(con: duckdb.DuckDBPyConnection, low: int, high: int, *, fresh: b
 
 
 def _clear(con: duckdb.DuckDBPyConnection) -> None:
-    for table in (*STATE_TABLES, "state_meta"):
+    for table in (*STATE_TABLES, clusters.TABLE, "state_meta"):
         con.execute(f"DELETE FROM {table}")
 
 

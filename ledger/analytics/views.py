@@ -38,22 +38,29 @@ VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
     "agent_stickiness": ("session_stickiness",),
     "cache_hits": (),
     "upstream_scorecard": (),
-    "upstream_p95_intervals": (),
+    "upstream_clusters": (),
+    "upstream_p95_intervals": ("upstream_clusters",),
     "keyless_hit_rates": (),
     "openrouter_upstreams": (),
+    "openrouter_provider_slugs": (),
     "cost_attribution": ("calls",),
+    "switch_costs": ("transitions",),
+    "cache_decay": ("transitions",),
     "provider_order_verdict": (
         "upstream_scorecard",
+        "upstream_clusters",
         "upstream_p95_intervals",
-        "keyless_hit_rates",
         "openrouter_upstreams",
+        "openrouter_provider_slugs",
+        "cache_hits",
+        "switch_costs",
     ),
     # the figures the dashboard and the demo show beside the contract's views
     "overview_totals": ("calls",),
     "cost_by_agent": ("calls",),
     "fallback_cost": ("calls",),
     "failed_attempts": (),
-    "cache_decay": ("transitions",),
+    "cache_decay_by_key": ("transitions",),
     "prompt_cache_reads": (),
     "response_cache_models": ("calls",),
 }
@@ -67,6 +74,8 @@ CONTRACT_VIEWS: Final = (
     "upstream_scorecard",
     "cost_attribution",
     "provider_order_verdict",
+    "switch_costs",
+    "cache_decay",
 )
 HELPER_VIEWS: Final = tuple(v for v in VIEW_NAMES if v not in CONTRACT_VIEWS)
 
