@@ -193,13 +193,10 @@ FROM ({_SERVED_LATENCY}) AS l
 JOIN state_upstreams AS g USING (requested_model, upstream)
 """
 
-_TRANSITION_TOKENS: Final = (
+_TRANSITION_COLUMN_NAMES: Final = ("input_tokens", "cache_read_tokens", "previous_cache_read_tokens")
+_TRANSITION_COLUMNS: Final = (
     "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'state_transitions' "
-    "AND column_name = 'input_tokens'"
-)
-_TRANSITION_PREVIOUS_READS: Final = (
-    "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'state_transitions' "
-    "AND column_name = 'previous_cache_read_tokens'"
+    "AND column_name IN ('input_tokens', 'cache_read_tokens', 'previous_cache_read_tokens')"
 )
 
 
@@ -211,11 +208,12 @@ def _one(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] = ()
 def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
     for ddl in STATE_DDL:
         con.execute(ddl)
-    if _one(con, _TRANSITION_TOKENS) == 0:  # a version 1 file: rebuilt on open
-        con.execute("ALTER TABLE state_transitions ADD COLUMN input_tokens INTEGER")
-        con.execute("ALTER TABLE state_transitions ADD COLUMN cache_read_tokens INTEGER")
-    if _one(con, _TRANSITION_PREVIOUS_READS) == 0:  # a version 2 file: rebuilt on open
-        con.execute("ALTER TABLE state_transitions ADD COLUMN previous_cache_read_tokens INTEGER")
+    if _one(con, _TRANSITION_COLUMNS) < len(_TRANSITION_COLUMN_NAMES):
+        # A file of an older version (1: no tokens, 2: no previous cache reads): its
+        # state is rebuilt on open, so the table is recreated with today's columns
+        # in today's order (the folds insert by position).
+        con.execute("DROP TABLE state_transitions")
+        con.execute(next(d for d in STATE_DDL if "state_transitions" in d))
     gaps.ensure_table(con)
     clusters.ensure_table(con)
 
