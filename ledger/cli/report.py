@@ -17,6 +17,7 @@ from typing import Any, Final
 import click
 import pandas as pd  # type: ignore[import-untyped]
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -206,5 +207,18 @@ def report(rebuild: bool) -> None:
             ["requested_model", "verdict", "pinned_upstream", "best_upstream"],
         )
         # A reason is a sentence of figures: as a paragraph it stays readable at 80 columns.
-        for model, reason in zip(verdicts["requested_model"], verdicts["reason"], strict=True):
-            out.print(f"[bold]{model}[/]: {reason}\n", highlight=False)
+        for row in verdicts.itertuples(index=False):
+            paste = "" if pd.isna(row.recommendation) else f"\nprovider: {row.recommendation}"
+            out.print(
+                f"[bold]{escape(row.requested_model)}[/]: {escape(row.reason)}{escape(paste)}\n",
+                highlight=False,
+            )
+        switching = analytics.switch_cost_totals()
+        cost = "unpriced" if switching.cost_usd is None else f"${switching.cost_usd:,.4f}"
+        out.print(
+            f"Stickiness failures: {switching.switches:,} switches and "
+            f"{switching.idle_releases:,} idle releases lost "
+            f"{switching.cache_read_tokens_lost:,} cache-read tokens ({cost}; "
+            "see the switch_costs view)",
+            highlight=False,
+        )
