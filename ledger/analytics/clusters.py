@@ -88,7 +88,9 @@ def fold(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:
         f"CREATE OR REPLACE TEMP TABLE clusters_old AS SELECT o.* FROM {TABLE} AS o "
         f"SEMI JOIN clusters_new AS n ON {_SAME_KEY}"
     )
-    con.execute(f"DELETE FROM {TABLE} AS o WHERE EXISTS (SELECT 1 FROM clusters_old AS n WHERE {_SAME_KEY})")
+    con.execute(
+        f"DELETE FROM {TABLE} AS o WHERE EXISTS (SELECT 1 FROM clusters_old AS n WHERE {_SAME_KEY})"
+    )
     con.execute(f"INSERT INTO {TABLE} {_MERGED}")
     con.execute("DROP TABLE clusters_new")
     con.execute("DROP TABLE clusters_old")

@@ -139,6 +139,7 @@ def switch_totals_from(frame: pd.DataFrame) -> SwitchCostTotals:
         unpriced_tokens=int(row["unpriced_tokens"]),
     )
 
+
 # -- over time --------------------------------------------------------------------
 
 TIMELINE: Final = """

@@ -193,7 +193,11 @@ FROM ({_SERVED_LATENCY}) AS l
 JOIN state_upstreams AS g USING (requested_model, upstream)
 """
 
-_TRANSITION_COLUMN_NAMES: Final = ("input_tokens", "cache_read_tokens", "previous_cache_read_tokens")
+_TRANSITION_COLUMN_NAMES: Final = (
+    "input_tokens",
+    "cache_read_tokens",
+    "previous_cache_read_tokens",
+)
 _TRANSITION_COLUMNS: Final = (
     "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'state_transitions' "
     "AND column_name IN ('input_tokens', 'cache_read_tokens', 'previous_cache_read_tokens')"

@@ -162,7 +162,11 @@ def test_unfiltered_figures_read_the_stored_aggregates(ledger_url: str, tmp_path
     with open_analytics(ledger_url, tmp_path) as analytics:
         # edit the copy's rows behind the aggregates' back: only a read of rows sees it
         analytics.sql("DELETE FROM token_usage WHERE upstream = 'B'")
-        stored = [analytics.cost_by_agent(), analytics.top_sessions(), analytics.cache_decay_by_key()]
+        stored = [
+            analytics.cost_by_agent(),
+            analytics.top_sessions(),
+            analytics.cache_decay_by_key(),
+        ]
         rows = [
             analytics.cost_by_agent(everything),
             analytics.top_sessions(everything),

@@ -49,7 +49,9 @@ def random_ledger(seed: int = 7) -> list[dict[str, Any]]:
 
 def transitions_in_pandas(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
-    served_rows = frame[(frame.status == "ok") & ~frame.response_cache_hit.fillna(False).astype(bool)]
+    served_rows = frame[
+        (frame.status == "ok") & ~frame.response_cache_hit.fillna(False).astype(bool)
+    ]
     served_rows = served_rows[served_rows.session_id.notna() & (served_rows.attempt >= 1)].copy()
     served_rows["key"] = list(zip(served_rows.session_id, served_rows.actor_id.fillna("\0"),
                                   served_rows.requested_model, strict=True))  # fmt: skip
@@ -158,7 +160,10 @@ def test_cache_decay_matches_pandas(
     for frame in (stored, filtered):
         got = {
             (r.requested_model, r.gap_order): (
-                int(r.calls), int(r.changed_upstream), r.token_hit_rate, r.call_hit_rate
+                int(r.calls),
+                int(r.changed_upstream),
+                r.token_hit_rate,
+                r.call_hit_rate,
             )
             for r in frame.itertuples()
         }
