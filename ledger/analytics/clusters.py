@@ -84,13 +84,26 @@ def fold(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:
         con.execute(f"INSERT INTO {TABLE} {_PARTS.format(src=src)}")
         return
     con.execute(f"CREATE OR REPLACE TEMP TABLE clusters_new AS {_PARTS.format(src=src)}")
+    # Keys seen before: a lookup on the integer key reads one column of the table;
+    # only when there are some are their rows read (the key columns guard collisions).
+    seen = [
+        int(k)
+        for (k,) in con.execute(
+            f"SELECT ckey FROM {TABLE} WHERE ckey IN (SELECT ckey FROM clusters_new)"
+        ).fetchall()
+    ]
+    if not seen:
+        con.execute(f"INSERT INTO {TABLE} SELECT * FROM clusters_new")
+        con.execute("DROP TABLE clusters_new")
+        return
+    # the old rows of those keys, by row id (a hash join on the key, then a delete by rowid)
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE clusters_old AS SELECT o.* FROM {TABLE} AS o "
-        f"SEMI JOIN clusters_new AS n ON {_SAME_KEY}"
+        "CREATE OR REPLACE TEMP TABLE clusters_old AS SELECT o.* FROM ("
+        f"SELECT rowid AS rid, * FROM {TABLE} WHERE ckey IN (SELECT ckey FROM clusters_new)"
+        f") AS o WHERE EXISTS (SELECT 1 FROM clusters_new AS n WHERE {_SAME_KEY})"
     )
-    con.execute(
-        f"DELETE FROM {TABLE} AS o WHERE EXISTS (SELECT 1 FROM clusters_old AS n WHERE {_SAME_KEY})"
-    )
+    con.execute(f"DELETE FROM {TABLE} WHERE rowid IN (SELECT rid FROM clusters_old)")
+    con.execute("ALTER TABLE clusters_old DROP COLUMN rid")
     con.execute(f"INSERT INTO {TABLE} {_MERGED}")
     con.execute("DROP TABLE clusters_new")
     con.execute("DROP TABLE clusters_old")

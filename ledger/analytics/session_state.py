@@ -95,7 +95,12 @@ WITH seq AS (
     SELECT o.sid, NULL, NULL, NULL, o.last.i, o.last.s, o.last.a, o.last.u, NULL, NULL,
         t.cache_read_tokens, true
     FROM state_old_sessions AS o
-    LEFT JOIN {table} AS t ON t.id = o.last.i
+    LEFT JOIN (
+        -- the live sessions' last rows are recent: the id range lets zone maps skip the rest
+        SELECT id, cache_read_tokens FROM {table}
+        WHERE id >= (SELECT min(last.i) FROM state_old_sessions)
+            AND id <= (SELECT max(last.i) FROM state_old_sessions)
+    ) AS t ON t.id = o.last.i
     WHERE o.last IS NOT NULL
 ),
 paired AS (
