@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import json
 import os
 import sys
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 import click
 import pandas as pd  # type: ignore[import-untyped]
 from rich.console import Console
+from rich.markup import escape
 from sqlalchemy.engine import URL
 
-from ledger.analytics import Analytics
-from ledger.cli.report import open_analytics, report
-from ledger.demo import DEFAULT_CALLS, DemoStats, run_demo
+from ledger.analytics import Analytics, Filters
+from ledger.cli.report import frame_table, open_analytics, report
+from ledger.demo import DEFAULT_CALLS, DemoStats, next_start, run_demo
 from ledger.demo.workload import WORSE_UPSTREAM
 from ledger.store.engine import database_url, display_url, make_engine
 from ledger.store.migrate import upgrade
@@ -109,6 +111,39 @@ def print_summary(console: Console, stats: DemoStats, analytics: Analytics, url:
     console.print(f"ledger: {display_url(url)}\nanalytics (DuckDB): {where}")
 
 
+def recommendations(analytics: Analytics) -> dict[str, dict[str, Any]]:
+    """The ``provider`` object of every warranted verdict, by model."""
+    verdicts = analytics.provider_order_verdict()
+    warranted = verdicts[verdicts["recommendation"].notna()]
+    return {
+        str(row.requested_model): json.loads(str(row.recommendation))
+        for row in warranted.itertuples(index=False)
+    }
+
+
+SCORECARD: Final = ["upstream", "attempts", "error_rate", "p95_latency_ms", "token_hit_rate",
+                    "cost_per_mtok_input", "sessions_pinned"]  # fmt: skip
+
+
+def print_before_after(
+    console: Console, analytics: Analytics, routing: dict[str, dict[str, Any]], start: float
+) -> None:
+    """Per model whose recommendation was applied: the scorecard and verdict before and after."""
+    cut = dt.datetime.fromtimestamp(start, dt.UTC)
+    console.rule("[bold]before and after the recommendations")
+    for model, provider in sorted(routing.items()):
+        console.print(f"{escape(model)}: sent provider = {escape(json.dumps(provider))}")
+        for label, chosen in (
+            ("before", Filters(models=[model], end=cut)),
+            ("after", Filters(models=[model], start=cut)),
+        ):
+            card = analytics.upstream_scorecard(chosen).sort_values("upstream")
+            verdict = analytics.provider_order_verdict(chosen)
+            console.print(frame_table(f"{model}, {label}", card, SCORECARD))
+            for row in verdict.itertuples(index=False):
+                console.print(f"  {label}: {escape(str(row.headline))}", highlight=False)
+
+
 def open_dashboard() -> None:
     """``ledger dashboard``, if this installation has it; otherwise say how to start it."""
     if importlib.util.find_spec("ledger.cli.dashboard") is None:
@@ -134,8 +169,15 @@ def open_dashboard() -> None:
     help="Same seed, same workload (a run on a ledger with rows starts after them).",
 )
 @click.option("--no-dashboard", is_flag=True, help="Print the report and exit.")
+@click.option(
+    "--apply-recommendations",
+    is_flag=True,
+    help="Replay the workload sending each warranted verdict's provider object; show the change.",
+)
 @click.pass_context
-def demo(ctx: click.Context, calls: int, seed: int, no_dashboard: bool) -> None:
+def demo(
+    ctx: click.Context, calls: int, seed: int, no_dashboard: bool, apply_recommendations: bool
+) -> None:
     """Simulated multi-agent traffic through the real client into the ledger, then the report.
 
     Agents with their own prompts call OpenRouter (half their sessions with the
@@ -146,12 +188,23 @@ def demo(ctx: click.Context, calls: int, seed: int, no_dashboard: bool) -> None:
     url = database_url()
     _migrate(url)
     out = Console()
+    routing: dict[str, dict[str, Any]] = {}
+    if apply_recommendations:
+        with open_analytics(Console(stderr=True)) as analytics:
+            routing = recommendations(analytics)
+        if not routing:
+            raise click.ClickException(
+                "no verdict in this ledger recommends a change: run `ledger demo` first"
+            )
+    start = next_start(url)
     out.print(f"Simulating {calls:,} calls (seed {seed}) into {display_url(url)} ...")
-    stats = run_demo(url, calls=calls, seed=seed)
+    stats = run_demo(url, calls=calls, seed=seed, start=start, routing=routing)
     print_stats(out, stats)
     ctx.invoke(report)
     with open_analytics(Console(stderr=True)) as analytics:
         print_summary(out, stats, analytics, url)
+        if routing:
+            print_before_after(out, analytics, routing, start)
     if no_dashboard or os.environ.get("CI", "").lower() == "true":  # CI: never block on a server
         out.print("Explore it in the dashboard: ledger dashboard")
     else:

@@ -25,11 +25,12 @@ WITH moves AS (
         requested_model,
         actor_id,
         CAST(timezone('UTC', started_at) AS DATE) AS day,
-        is_switch,
+        gap_s <= ledger_setting('idle_window_s') AS is_switch,
         greatest(0, least(coalesce(previous_cache_read_tokens, 0), coalesce(input_tokens, 0))
             - coalesce(cache_read_tokens, 0)) AS tokens_lost
     FROM transitions
-    WHERE is_switch OR is_idle_release
+    -- a switch or an idle release (is_switch / is_idle_release): the identity changed
+    WHERE upstream <> previous_upstream
 ),
 summed AS (
     SELECT
