@@ -596,7 +596,7 @@ SELECT
                 || sort_note || switch_note || slug_note || errors_note
         WHEN kind IS NOT NULL
             THEN printf(
-                'Pinned %s is worse (%s) than %s, but moving its sessions costs more than it saves: %s, above the allowed %+.0f%%. The trade-off: %s is cheaper and only worse on %s, so provider routing is not warranted.',
+                'Pinned %s is worse (%s) than %s, but moving its sessions costs more than it saves: %s, above the allowed %+.0f%%. The trade-off: what %s does worse (%s) is not worth paying that much more for the traffic that would move, so provider routing is not warranted.',
                 pinned_figures, worse_figures, best_figures, effect_text,
                 100 * max_cost_increase, upstream, worse_figures)
                 || sort_note || switch_note || errors_note
