@@ -24,7 +24,8 @@ WITH moves AS (
     SELECT
         requested_model,
         actor_id,
-        CAST(timezone('UTC', started_at) AS DATE) AS day,
+        -- the UTC day as a number (grouping on it is far cheaper than on a date)
+        epoch_us(started_at) // 86400000000 AS day_number,
         gap_s <= ledger_setting('idle_window_s') AS is_switch,
         greatest(0, least(coalesce(previous_cache_read_tokens, 0), coalesce(input_tokens, 0))
             - coalesce(cache_read_tokens, 0)) AS tokens_lost
@@ -36,7 +37,7 @@ summed AS (
     SELECT
         requested_model,
         actor_id,
-        day,
+        day_number,
         count(*) FILTER (WHERE is_switch) AS switches,
         count(*) FILTER (WHERE NOT is_switch) AS idle_releases,
         CAST(coalesce(sum(tokens_lost) FILTER (WHERE is_switch), 0) AS BIGINT)
@@ -44,12 +45,12 @@ summed AS (
         CAST(coalesce(sum(tokens_lost) FILTER (WHERE NOT is_switch), 0) AS BIGINT)
             AS release_tokens_lost
     FROM moves
-    GROUP BY requested_model, actor_id, day
+    GROUP BY requested_model, actor_id, day_number
 )
 SELECT
     s.requested_model,
     s.actor_id,
-    s.day,
+    DATE '1970-01-01' + CAST(s.day_number AS INTEGER) AS day,
     s.switches,
     s.idle_releases,
     s.switch_tokens_lost,
