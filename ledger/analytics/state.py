@@ -13,9 +13,14 @@ views stored in the file (``views/stored/<name>.sql``) read those instead:
     ``sid``: served calls, distinct upstream lists, the last served attempt
     and the transition counts that do not depend on the idle window.
 ``state_transitions``
-    one row per transition with its gap, whether the identity changed and the
-    later attempt's input and cache-read tokens; the idle window (a setting) is
-    applied when the views read them.
+    one row per transition with its gap, whether the identity changed, the
+    later attempt's input and cache-read tokens and the previous attempt's
+    cache reads (what ``switch_costs`` says a switch lost); the idle window (a
+    setting) is applied when the views read them.
+``state_clusters``
+    per session and upstream identity, attempt, error and latency sums: the
+    session clusters the verdict's design effects come from
+    (:mod:`ledger.analytics.clusters`).
 ``state_rollup``
     row counts and token/cost sums per (agent, model, provider, upstream,
     key_sent, status, response_cache_hit, attempt >= 1): ``cache_hits``, the

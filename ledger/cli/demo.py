@@ -122,7 +122,13 @@ def recommendations(analytics: Analytics) -> dict[str, dict[str, Any]]:
 
 
 SCORECARD: Final = ["upstream", "attempts", "error_rate", "p95_latency_ms", "token_hit_rate",
-                    "cost_per_mtok_input", "sessions_pinned"]  # fmt: skip
+                    "sessions_pinned"]  # fmt: skip
+SCORECARD_HEADERS: Final = {
+    "p95_latency_ms": "p95 ms",
+    "token_hit_rate": "tok hit",
+    "error_rate": "errors",
+    "sessions_pinned": "pinned sessions",
+}
 
 
 def print_before_after(
@@ -139,7 +145,7 @@ def print_before_after(
         ):
             card = analytics.upstream_scorecard(chosen).sort_values("upstream")
             verdict = analytics.provider_order_verdict(chosen)
-            console.print(frame_table(f"{model}, {label}", card, SCORECARD))
+            console.print(frame_table(f"{model}, {label}", card, SCORECARD, SCORECARD_HEADERS))
             for row in verdict.itertuples(index=False):
                 console.print(f"  {label}: {escape(str(row.headline))}", highlight=False)
 
@@ -187,7 +193,7 @@ def demo(
     """
     url = database_url()
     _migrate(url)
-    out = Console()
+    out = Console() if sys.stdout.isatty() else Console(width=120)
     routing: dict[str, dict[str, Any]] = {}
     if apply_recommendations:
         with open_analytics(Console(stderr=True)) as analytics:
