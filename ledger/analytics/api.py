@@ -162,8 +162,11 @@ class Analytics:
         return self._con.cursor().sql(query)
 
     def view(self, name: str, filters: Filters | None = None) -> pd.DataFrame:
-        """View ``name`` over every row, or over the rows ``filters`` selects."""
-        return self._over(name, filters, f'SELECT * FROM "{name}"')  # noqa: S608
+        """View ``name`` over every row, or over the rows ``filters`` selects
+        (the small views in the fixed order of ``views.VIEW_ORDER``)."""
+        order = views.VIEW_ORDER.get(name)
+        suffix = f" ORDER BY {order}" if order else ""
+        return self._over(name, filters, f'SELECT * FROM "{name}"{suffix}')  # noqa: S608
 
     def _over(
         self,

@@ -78,6 +78,18 @@ CONTRACT_VIEWS: Final = (
     "cache_decay",
 )
 HELPER_VIEWS: Final = tuple(v for v in VIEW_NAMES if v not in CONTRACT_VIEWS)
+#: The order :meth:`Analytics.view` returns the small views' rows in (their keys), so
+#: the same ledger gives the same frames every run; the per-row and per-session
+#: views stay unordered (sorting millions of rows is the caller's choice).
+VIEW_ORDER: Final[dict[str, str]] = {
+    "agent_stickiness": "actor_id NULLS LAST, requested_model, key_sent DESC",
+    "cache_hits": "actor_id NULLS LAST, requested_model, upstream NULLS LAST, key_sent DESC",
+    "upstream_scorecard": "requested_model, upstream NULLS LAST",
+    "cost_attribution": "requested_provider, responding_provider NULLS LAST, requested_model",
+    "provider_order_verdict": "requested_model",
+    "switch_costs": "requested_model, actor_id NULLS LAST, day",
+    "cache_decay": "requested_model, gap_order",
+}
 
 _CREATE = re.compile(r"CREATE OR REPLACE VIEW\s+(\w+)\s+AS\s+(.*?);?\s*\Z", re.DOTALL | re.I)
 

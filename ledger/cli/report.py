@@ -192,7 +192,10 @@ def report(rebuild: bool) -> None:
                 "response_cache_hits",
             ],
         )
-        costs = analytics.cost_attribution().sort_values("cost_usd", ascending=False)
+        # dearest first; ties keep the view's fixed order (a stable sort), so every run agrees
+        costs = analytics.cost_attribution().sort_values(
+            "cost_usd", ascending=False, kind="stable", na_position="last"
+        )
         _print(
             out,
             "Cost by responding provider",
