@@ -44,7 +44,8 @@ VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
     "openrouter_upstreams": (),
     "openrouter_provider_slugs": (),
     "cost_attribution": ("calls",),
-    "switch_costs": ("transitions",),
+    "switch_moves": ("transitions",),
+    "switch_costs": ("switch_moves",),
     "cache_decay": ("transitions",),
     "provider_order_verdict": (
         "upstream_scorecard",
@@ -53,7 +54,7 @@ VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
         "openrouter_upstreams",
         "openrouter_provider_slugs",
         "cache_hits",
-        "switch_costs",
+        "switch_moves",
     ),
     # the figures the dashboard and the demo show beside the contract's views
     "overview_totals": ("calls",),

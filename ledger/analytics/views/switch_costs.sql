@@ -20,20 +20,7 @@
 --   switch_cost_usd,
 --   cost_usd              = switch_tokens_lost, and all tokens lost, priced
 CREATE OR REPLACE VIEW switch_costs AS
-WITH moves AS (
-    SELECT
-        requested_model,
-        actor_id,
-        -- the UTC day as a number (grouping on it is far cheaper than on a date)
-        epoch_us(started_at) // 86400000000 AS day_number,
-        gap_s <= ledger_setting('idle_window_s') AS is_switch,
-        greatest(0, least(coalesce(previous_cache_read_tokens, 0), coalesce(input_tokens, 0))
-            - coalesce(cache_read_tokens, 0)) AS tokens_lost
-    FROM transitions
-    -- a switch or an idle release (is_switch / is_idle_release): the identity changed
-    WHERE upstream <> previous_upstream
-),
-summed AS (
+WITH summed AS (
     SELECT
         requested_model,
         actor_id,
@@ -44,7 +31,7 @@ summed AS (
             AS switch_tokens_lost,
         CAST(coalesce(sum(tokens_lost) FILTER (WHERE NOT is_switch), 0) AS BIGINT)
             AS release_tokens_lost
-    FROM moves
+    FROM switch_moves
     GROUP BY requested_model, actor_id, day_number
 )
 SELECT
