@@ -11,7 +11,7 @@ folds new rows in and rebuilds it with them):
 
 one row per (requested_model, upstream identity, session_id, actor_id)
     ``attempts`` (rows with attempt >= 1), ``errors`` (those with status
-    'error'), ``latencies`` (served attempts with a latency), ``latency_sum``
+    'error', except abandoned ones: the caller left, no upstream failed), ``latencies`` (served attempts with a latency), ``latency_sum``
     and ``latency_sq`` (their sum and sum of squares);
 one row per (requested_model, upstream identity) with ``loose`` true
     the same sums over attempts outside any session (session_id NULL): each
@@ -44,7 +44,7 @@ _KEY: Final = "requested_model, upstream, session_id, actor_id, loose"
 _PARTS: Final = f"""
 SELECT hash({_KEY}) AS ckey, {_KEY},
     count(*) AS attempts,
-    count(*) FILTER (WHERE status = 'error') AS errors,
+    count(*) FILTER (WHERE status = 'error' AND NOT abandoned) AS errors,
     count(latency_ms) FILTER (WHERE served) AS latencies,
     coalesce(sum(latency_ms) FILTER (WHERE served), 0) AS latency_sum,
     coalesce(sum(latency_ms * latency_ms) FILTER (WHERE served), 0) AS latency_sq
@@ -52,6 +52,7 @@ FROM (
     SELECT requested_model, coalesce(upstream, provider) AS upstream, session_id,
         CASE WHEN session_id IS NOT NULL THEN actor_id END AS actor_id,
         session_id IS NULL AS loose, status, latency_ms,
+        coalesce(error_type = 'abandoned', false) AS abandoned,
         status = 'ok' AND NOT response_cache_hit AS served
     FROM {{src}}
     WHERE attempt >= 1

@@ -44,7 +44,7 @@ _ROW_FIELDS: Final = """
     k.sid, t.session_id, t.actor_id, t.requested_model, t.id, t.started_at, t.attempt,
     coalesce(t.upstream, t.provider) AS ident, t.session_key IS NOT NULL AS has_key,
     t.status = 'ok' AND NOT t.response_cache_hit AS served, t.attempt >= 1 AS is_attempt,
-    t.input_tokens, t.cache_read_tokens
+    t.input_tokens, t.cache_read_tokens, t.usage_reported
 """
 _NEW_SESSION_ROWS: Final = f"""
 CREATE OR REPLACE TEMP TABLE state_rows AS
@@ -87,13 +87,13 @@ _NEW_TRANSITIONS: Final = """
 CREATE OR REPLACE TEMP TABLE state_new_transitions AS
 WITH seq AS (
     SELECT sid, session_id, actor_id, requested_model, id, started_at, attempt, ident, has_key,
-        input_tokens, cache_read_tokens, false AS seed
+        input_tokens, cache_read_tokens, usage_reported, false AS seed
     FROM state_rows WHERE served
     UNION ALL
     -- the seed's cache reads come from its row (by id): the first new transition's
     -- previous_cache_read_tokens (what switch_costs says a switch loses)
     SELECT o.sid, NULL, NULL, NULL, o.last.i, o.last.s, o.last.a, o.last.u, NULL, NULL,
-        t.cache_read_tokens, true
+        t.cache_read_tokens, NULL, true
     FROM state_old_sessions AS o
     LEFT JOIN (
         -- the live sessions' last rows are recent: the id range lets zone maps skip the rest
@@ -116,6 +116,7 @@ SELECT
     ident <> previous_upstream AS changed,
     input_tokens,
     cache_read_tokens,
+    usage_reported,
     previous_cache_read_tokens
 FROM paired
 WHERE NOT seed AND previous_started_at IS NOT NULL

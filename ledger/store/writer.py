@@ -28,6 +28,7 @@ skipped).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
@@ -37,8 +38,8 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from ledger.errors import DatabaseError
-from ledger.store import journal
+from ledger.errors import DatabaseError, JournalError
+from ledger.store import held, journal
 from ledger.store.engine import display_url
 from ledger.store.migrate import check_schema
 from ledger.store.sink import Row, Sink, make_sink, rejection_errors
@@ -75,15 +76,36 @@ class Pending:
         self.unjournaled: list[Row] = []
         self.count = 0
         self.spilled = False
+        #: Events not journaled and not yet committed: ``unjournaled`` and those the
+        #: writer holds. A kill loses them.
+        self.held = 0
+        self.held_since: dt.datetime | None = None
         #: Called under ``lock`` to seal the live segment before a spilled hand-over.
         self.seal_live: Callable[[], None] | None = None
+        #: Called under ``lock`` with (held, held_since) each time ``held`` changes.
+        self.on_held: Callable[[int, dt.datetime | None], None] | None = None
+
+    def change_held(self, delta: int) -> None:
+        """Count events held only in memory up or down (call it under ``lock``)."""
+        before, self.held = self.held, self.held + delta
+        if before == 0 and self.held:
+            self.held_since = dt.datetime.now(dt.UTC)
+        elif not self.held:
+            self.held_since = None
+        if self.on_held is not None:
+            self.on_held(self.held, self.held_since)
+
+    def committed_held(self, count: int) -> None:
+        """The writer committed ``count`` events that were held only in memory."""
+        with self.lock:
+            self.change_held(-count)
 
     def take(self) -> Taken:
         with self.lock:
             if self.spilled and self.seal_live is not None:
                 try:
                     self.seal_live()  # every spilled event is now in a sealed segment
-                except journal.JournalError:
+                except JournalError:
                     return self._take_memory_only()
             taken = Taken(self.rows, self.seals, self.count, self.spilled, self.unjournaled)
             self.rows, self.seals, self.count, self.spilled = [], [], 0, False
@@ -107,6 +129,25 @@ class WriterSettings:
     flush_interval_s: float = 0.2
     backoff_initial_s: float = 0.05
     backoff_max_s: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """What a replay did with the events it found in orphaned journal segments.
+
+    ``events``: journaled events read and handled. ``inserted``: those that
+    became new rows. ``dead_lettered``: those the database refused (moved to a
+    dead-letter file). The rest were stored already (a journal whose process
+    died after its rows committed but before it deleted the segment).
+    """
+
+    events: int
+    inserted: int
+    dead_lettered: int
+
+    @property
+    def already_present(self) -> int:
+        return self.events - self.inserted - self.dead_lettered
 
 
 @dataclass
@@ -134,8 +175,16 @@ class Writer:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.progress = _Progress()
+        #: Held while this writer is inside the database driver. A fork waits for it
+        #: (see ledger.store.ledger): a thread inside SQLite holds SQLite's own
+        #: mutexes, and a child forked then inherits them locked and hangs on its
+        #: first connect.
+        self.in_driver = threading.Lock()
         self._schema_ok = False
         self._failing_since: float | None = None
+        #: New rows written and rows moved to dead-letter files (the writer's thread only).
+        self.inserted = 0
+        self.dead_lettered = 0
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
 
     # -- control, from any thread -------------------------------------------------
@@ -162,7 +211,8 @@ class Writer:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
-        self._sink.close()
+        with self.in_driver:
+            self._sink.close()
 
     # -- the thread ------------------------------------------------------------------
 
@@ -190,8 +240,12 @@ class Writer:
 
     def _write_all(self, taken: Taken) -> bool:
         """Write a hand-over in batches; delete each sealed segment once its rows are in."""
-        if taken.unjournaled and not self._commit(taken.unjournaled):
-            return False
+        if taken.unjournaled:
+            if not self._write(taken.unjournaled):
+                return False
+            # Before _advance wakes flush(): once it returns, nothing it covered is held.
+            self._pending.committed_held(len(taken.unjournaled))
+            self._advance(len(taken.unjournaled))
         if taken.spilled:
             return self._write_from_disk(taken)
         rows, seals = taken.rows, taken.seals
@@ -230,15 +284,27 @@ class Writer:
             self.progress.handled += handled
             self.progress.cond.notify_all()
 
-    def replay(self) -> int:
-        """Write every orphaned segment in the directory now; returns rows replayed."""
-        return self._replay_orphans(retry=False)
+    def replay(self) -> ReplayResult:
+        """Write every orphaned segment in the directory now; what became of their events."""
+        inserted, dead = self.inserted, self.dead_lettered
+        events = self._replay_orphans(retry=False)
+        return ReplayResult(events, self.inserted - inserted, self.dead_lettered - dead)
 
     def _replay_orphans(self, *, retry: bool = True) -> int:
+        """Write the orphaned segments; how many events (rows and unreadable lines) were handled."""
+        for lost in held.sweep(self._directory):
+            log.error(
+                "ledger: process %d ended holding %d event(s) only in memory (its journal %s "
+                "could not be written and the database had not taken them): they were lost",
+                lost.pid,
+                lost.held_in_memory,
+                self._directory,
+            )
         total = 0
         for found in journal.orphans(self._directory):
             if found.bad_lines:
                 self._dead_letter(found.bad_lines, "unreadable journal lines")
+                total += len(found.bad_lines)
             ok = True
             for start in range(0, len(found.rows), self._settings.batch_size):
                 chunk = found.rows[start : start + self._settings.batch_size]
@@ -264,10 +330,11 @@ class Writer:
         delay = self._settings.backoff_initial_s
         while True:
             try:
-                if not self._schema_ok:
-                    check_schema(self._engine)
-                    self._schema_ok = True
-                self._sink.insert(rows)
+                with self.in_driver:
+                    if not self._schema_ok:
+                        check_schema(self._engine)
+                        self._schema_ok = True
+                    inserted = self._sink.insert(rows)
             except self._rejected as exc:
                 if self._reject(rows, exc):
                     self._recovered()
@@ -277,6 +344,7 @@ class Writer:
             except Exception as exc:
                 self._outage(f"cannot write to {display_url(self._engine.url)}: {exc}")
             else:
+                self.inserted += inserted
                 self._recovered()
                 return True
             if not retry or self._stop.is_set():
@@ -313,7 +381,8 @@ class Writer:
         reasons: set[str] = set()
         for row in rows:
             try:
-                self._sink.insert([row])
+                with self.in_driver:
+                    self.inserted += self._sink.insert([row])
             except self._rejected as row_exc:
                 refused.append(journal.encode_row(row).decode("utf-8"))
                 reasons.add(f"{type(row_exc).__name__}: {row_exc}".splitlines()[0])
@@ -326,6 +395,7 @@ class Writer:
 
     def _dead_letter(self, lines: Sequence[str], reason: str) -> None:
         path = journal.dead_letter(self._directory, lines, reason)
+        self.dead_lettered += len(lines)
         log.warning(
             "ledger: the database refused %d event(s) (%s); they were moved to %s",
             len(lines),

@@ -12,9 +12,10 @@
 --   calls              = served attempts with a previous one in their session
 --   changed_upstream   = those served by another upstream identity than the previous one
 --   input_tokens,
---   cache_read_tokens  = their sums
+--   cache_read_tokens  = their sums, over those whose usage was reported
 --   token_hit_rate     = cache_read_tokens / input_tokens
---   call_hit_rate      = attempts with cache_read_tokens > 0 / calls
+--   call_hit_rate      = attempts with cache_read_tokens > 0 / those whose usage
+--                        was reported (a missing usage is no miss)
 CREATE OR REPLACE VIEW cache_decay AS
 WITH bucketed AS (
     SELECT
@@ -28,7 +29,8 @@ WITH bucketed AS (
         END AS gap_order,
         upstream IS DISTINCT FROM previous_upstream AS changed,
         input_tokens,
-        cache_read_tokens
+        cache_read_tokens,
+        usage_reported
     FROM transitions
 ),
 grouped AS (
@@ -37,9 +39,12 @@ grouped AS (
         gap_order,
         count(*) AS calls,
         count(*) FILTER (WHERE changed) AS changed_upstream,
-        CAST(sum(input_tokens) AS BIGINT) AS input_tokens,
-        CAST(sum(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
-        count(*) FILTER (WHERE cache_read_tokens > 0) AS hit_calls
+        count(*) FILTER (WHERE usage_reported) AS reported_calls,
+        CAST(coalesce(sum(input_tokens) FILTER (WHERE usage_reported), 0) AS BIGINT)
+            AS input_tokens,
+        CAST(coalesce(sum(cache_read_tokens) FILTER (WHERE usage_reported), 0) AS BIGINT)
+            AS cache_read_tokens,
+        count(*) FILTER (WHERE usage_reported AND cache_read_tokens > 0) AS hit_calls
     FROM bucketed
     GROUP BY requested_model, gap_order
 )
@@ -54,5 +59,5 @@ SELECT
     input_tokens,
     cache_read_tokens,
     CAST(cache_read_tokens AS DOUBLE) / nullif(input_tokens, 0) AS token_hit_rate,
-    CAST(hit_calls AS DOUBLE) / calls AS call_hit_rate
+    CAST(hit_calls AS DOUBLE) / nullif(reported_calls, 0) AS call_hit_rate
 FROM grouped;

@@ -19,6 +19,7 @@
 -- The verdict computes its intervals with N / deff effective samples.
 --
 --   attempts, errors            = rows with attempt >= 1, those with status 'error'
+--                                 (not abandoned: the caller left, no upstream failed)
 --   error_clusters              = sessions (and loose attempts) with attempts here
 --   error_icc, error_deff       = of the error indicator
 --   latency_samples             = served attempts (status 'ok', not a response-cache
@@ -33,7 +34,7 @@ WITH cluster_sums AS (
         upstream,
         loose,
         count(*) AS attempts,
-        count(*) FILTER (WHERE status = 'error') AS errors,
+        count(*) FILTER (WHERE status = 'error' AND NOT abandoned) AS errors,
         count(latency_ms) FILTER (WHERE served) AS latencies,
         coalesce(sum(latency_ms) FILTER (WHERE served), 0) AS latency_sum,
         coalesce(sum(latency_ms * latency_ms) FILTER (WHERE served), 0) AS latency_sq
@@ -45,6 +46,7 @@ WITH cluster_sums AS (
             CASE WHEN session_id IS NOT NULL THEN actor_id END AS actor_id,
             session_id IS NULL AS loose,
             status,
+            coalesce(error_type = 'abandoned', false) AS abandoned,
             latency_ms,
             status = 'ok' AND NOT response_cache_hit AS served
         FROM token_usage
