@@ -11,8 +11,9 @@ folds new rows in and rebuilds it with them):
 
 one row per (requested_model, upstream identity, session_id, actor_id)
     ``attempts`` (rows with attempt >= 1), ``errors`` (those with status
-    'error', except abandoned ones: the caller left, no upstream failed), ``latencies`` (served attempts with a latency), ``latency_sum``
-    and ``latency_sq`` (their sum and sum of squares);
+    'error', except abandoned ones: the caller left, no upstream failed),
+    ``latencies`` (served attempts with a latency), ``latency_sum`` and
+    ``latency_sq`` (their sum and sum of squares);
 one row per (requested_model, upstream identity) with ``loose`` true
     the same sums over attempts outside any session (session_id NULL): each
     of them is a cluster of one, so their sums are all the view needs.
