@@ -285,24 +285,22 @@ def in_band_failure(
 
 
 def cost_of(prep: Prepared, parsed: Parsed | None) -> Cost:
+    """The attempt's cost. Only the model that served the call is priced: the one
+    the response names, else (a response naming none) the one asked for. Pricing
+    the requested model instead of an unpriced served one would invent a figure
+    (a ``:free`` model asked for, a paid one served, read as a $0 call)."""
     if parsed is None:
         return Cost()
     provider = prep.target.provider
-    models = [m for m in (parsed.model, prep.target.model) if m]
-    cost = Cost()
-    for model in dict.fromkeys(models):  # the served model first, then the one asked for
-        cost = attempt_cost(
-            usage=parsed.usage,
-            model=model,
-            reported=parsed.provider_cost_usd,
-            provider=provider.name,
-            provider_id=provider.prices_provider_id,
-            api_url=provider.base_url,
-            at=prep.started_at,
-        )
-        if cost.usd is not None:
-            break
-    return cost
+    return attempt_cost(
+        usage=parsed.usage,
+        model=parsed.model or prep.target.model,
+        reported=parsed.provider_cost_usd,
+        provider=provider.name,
+        provider_id=provider.prices_provider_id,
+        api_url=provider.base_url,
+        at=prep.started_at,
+    )
 
 
 def build_event(

@@ -28,13 +28,13 @@ Status = Literal["ok", "error"]
 ErrorType = Literal[
     "rate_limited", "server_error", "transport", "timeout", "client_error", "stream_interrupted"
 ]
-CostSource = Literal["provider", "computed"]
+CostSource = Literal["provider", "computed", "incomplete"]
 
 STATUSES: Final = frozenset({"ok", "error"})
 ERROR_TYPES: Final = frozenset(
     {"rate_limited", "server_error", "transport", "timeout", "client_error", "stream_interrupted"}
 )
-COST_SOURCES: Final = frozenset({"provider", "computed"})
+COST_SOURCES: Final = frozenset({"provider", "computed", "incomplete"})
 
 #: Token counters are stored as 32-bit integers.
 MAX_TOKENS: Final = 2**31 - 1

@@ -62,6 +62,13 @@ class Usage:
     #: ``cache_creation.ephemeral_1h_input_tokens``), priced at their own, higher rate.
     #: Not a ledger column: it only makes the computed cost right.
     cache_write_1h_tokens: int = 0
+    #: Audio tokens the response reports apart from text (Gemini's ``AUDIO``
+    #: modality, OpenAI's ``audio_tokens`` details): subsets of ``input_tokens``,
+    #: ``cache_read_tokens`` and ``output_tokens`` respectively, billed at audio
+    #: rates. Not ledger columns either: they only make the computed cost right.
+    input_audio_tokens: int = 0
+    cache_audio_read_tokens: int = 0
+    output_audio_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,18 @@ from ledger.providers.base import (
 from ledger.providers.sse import SSEDecoder
 
 
+def modality_count(details: Any, modality: str) -> int | None:
+    """The ``tokenCount`` of ``modality`` in a ``*TokensDetails`` list (None when not listed)."""
+    if not isinstance(details, list):
+        return None
+    counts = [
+        wire.count(entry.get("tokenCount"))
+        for entry in details
+        if isinstance(entry, dict) and entry.get("modality") == modality
+    ]
+    return wire.safe_add(*counts)
+
+
 def normalise_usage(raw: dict[str, Any], problems: list[str]) -> Usage:
     thoughts = wire.count(raw.get("thoughtsTokenCount"))
     return wire.UsageBuilder(problems).build(
@@ -38,6 +50,10 @@ def normalise_usage(raw: dict[str, Any], problems: list[str]) -> Usage:
         output_tokens=wire.safe_add(wire.count(raw.get("candidatesTokenCount")), thoughts),
         cache_read=wire.count(raw.get("cachedContentTokenCount")),
         reasoning=thoughts,
+        # Audio is billed at its own rates; the other modalities at the text rate.
+        input_audio=modality_count(raw.get("promptTokensDetails"), "AUDIO"),
+        cache_audio_read=modality_count(raw.get("cacheTokensDetails"), "AUDIO"),
+        output_audio=modality_count(raw.get("candidatesTokensDetails"), "AUDIO"),
     )
 
 
