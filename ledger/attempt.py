@@ -25,6 +25,7 @@ from ledger.errors import (
     redact,
 )
 from ledger.events import UsageEvent, check_tags, check_text
+from ledger.price_overrides import NO_OVERRIDES, PriceBook
 from ledger.pricing import Cost, attempt_cost
 from ledger.providers.base import ChatRequest, ErrorBody, InBandError, Parsed, Provider, Usage
 from ledger.schema import STRING_LIMITS
@@ -284,7 +285,7 @@ def in_band_failure(
     return exc
 
 
-def cost_of(prep: Prepared, parsed: Parsed | None) -> Cost:
+def cost_of(prep: Prepared, parsed: Parsed | None, prices: PriceBook = NO_OVERRIDES) -> Cost:
     """The attempt's cost. Only the model that served the call is priced: the one
     the response names, else (a response naming none) the one asked for. Pricing
     the requested model instead of an unpriced served one would invent a figure
@@ -300,6 +301,7 @@ def cost_of(prep: Prepared, parsed: Parsed | None) -> Cost:
         provider_id=provider.prices_provider_id,
         api_url=provider.base_url,
         at=prep.started_at,
+        overrides=prices,
     )
 
 
@@ -348,6 +350,7 @@ def build_event(
         paused=call.paused,
         locale=call.locale,
         tags=dict(call.tags) if call.tags is not None else None,
+        usage_details=usage.details(),
     )
 
 

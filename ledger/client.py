@@ -54,6 +54,7 @@ from ledger.errors import (
     map_transport_errors,
 )
 from ledger.events import UsageEvent, new_id
+from ledger.price_overrides import PriceBook, load_prices
 from ledger.providers import Provider, make_provider
 from ledger.providers.base import Parsed
 from ledger.session_key import DEFAULT_PREFIX
@@ -79,8 +80,12 @@ class _Base:
         strict: bool = False,
         clock: Clock | None = None,
         guard: BudgetGuard | None = None,
+        prices: PriceBook | None = None,
     ) -> None:
         self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
+        #: Price overrides for computed costs; None reads the nearest price file
+        #: (ledger.price_overrides), so a bad one fails here, before any call.
+        self.prices = prices if prices is not None else load_prices()
         #: Optional budget guard (ledger.budgets): consulted before each attempt is sent.
         self.guard = guard
         items = providers.values() if isinstance(providers, Mapping) else providers or ()
@@ -219,7 +224,7 @@ class _Base:
             error=error,
             http_status=status,
             streamed=streamed,
-            cost=cost_of(prep, parsed),
+            cost=cost_of(prep, parsed, self.prices),
         )
         self.record(event)
         if error is not None:
@@ -265,6 +270,7 @@ class Client(_Base):
         strict: bool = False,
         clock: Clock | None = None,
         guard: BudgetGuard | None = None,
+        prices: PriceBook | None = None,
     ) -> None:
         super().__init__(
             providers=providers,
@@ -274,6 +280,7 @@ class Client(_Base):
             strict=strict,
             clock=clock,
             guard=guard,
+            prices=prices,
         )
         self._owns_http = http_client is None
         self.http = http_client or httpx.Client(timeout=timeout)
@@ -385,6 +392,7 @@ class AsyncClient(_Base):
         strict: bool = False,
         clock: Clock | None = None,
         guard: BudgetGuard | None = None,
+        prices: PriceBook | None = None,
     ) -> None:
         super().__init__(
             providers=providers,
@@ -394,6 +402,7 @@ class AsyncClient(_Base):
             strict=strict,
             clock=clock,
             guard=guard,
+            prices=prices,
         )
         self._owns_http = http_client is None
         self.http = http_client or httpx.AsyncClient(timeout=timeout)

@@ -99,6 +99,7 @@ class UsageEvent:
     paused: bool = False
     locale: str | None = None
     tags: dict[str, Any] | None = None
+    usage_details: dict[str, dict[str, int]] | None = None
 
     def replace(self, **changes: Any) -> UsageEvent:
         """A copy with ``changes`` applied (a new ``event_id`` is not implied)."""
@@ -206,6 +207,25 @@ _encode_tags: Callable[[Any], str] = json.JSONEncoder(
 ).encode
 
 
+def _usage_details(value: Any) -> str | None:
+    if value is None:
+        return None
+    ok = isinstance(value, dict) and all(
+        isinstance(part, str)
+        and isinstance(split, dict)
+        and all(
+            isinstance(k, str) and type(n) is int and 0 <= n <= MAX_TOKENS for k, n in split.items()
+        )
+        for part, split in value.items()
+    )
+    if not ok:
+        raise _fail("usage_details", value, "expected {part: {modality: tokens}} or None")
+    text = _encode_tags(value)
+    if len(text) > MAX_TAGS_BYTES:
+        raise _fail("usage_details", value, f"{len(text)} characters of JSON, too long")
+    return text
+
+
 def to_row(event: UsageEvent) -> tuple[Any, ...]:
     """Validate ``event`` and return its wire row (see the module docstring).
 
@@ -271,6 +291,7 @@ def to_row(event: UsageEvent) -> tuple[Any, ...]:
         *flags,
         e.locale,
         _tags(e.tags),
+        _usage_details(e.usage_details),
     )
 
 

@@ -1,7 +1,8 @@
 """What an attempt cost: the provider's own figure, else genai-prices, else unknown.
 
 * ``provider``: the response reported its cost (OpenRouter's ``usage.cost``).
-* ``computed``: genai-prices priced the normalised usage, cache reads and
+* ``computed``: a price override (:mod:`ledger.price_overrides`) for the
+  provider and served model, else genai-prices, priced the normalised usage, cache reads and
   writes at their own rates (genai-prices takes ``input_tokens`` as the total,
   cache included, exactly as the contract does).
 * ``incomplete``: as ``computed``, but the price lacks a rate the usage needs
@@ -26,6 +27,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from ledger.events import CostSource
+from ledger.price_overrides import NO_OVERRIDES, PriceBook
 from ledger.providers.base import Usage
 
 log = logging.getLogger(__name__)
@@ -262,6 +264,7 @@ def attempt_cost(
     provider_id: str | None,
     api_url: str | None = None,
     at: dt.datetime | None = None,
+    overrides: PriceBook = NO_OVERRIDES,
 ) -> Cost:
     """The cost to record for one attempt (see the module docstring for the order)."""
     if reported is not None:
@@ -271,9 +274,14 @@ def attempt_cost(
     if not model:
         _warn_once(provider, "", "no model name to price")
         return UNKNOWN
-    priced = computed_price(
-        usage, model, provider=provider, provider_id=provider_id, api_url=api_url, at=at
-    )
+    at = at or dt.datetime.now(dt.UTC)
+    override = overrides.find(provider, model, at)
+    if override is not None:
+        priced: Priced | None = Priced(*override.price(usage))
+    else:
+        priced = computed_price(
+            usage, model, provider=provider, provider_id=provider_id, api_url=api_url, at=at
+        )
     if priced is None:
         return UNKNOWN
     if priced.missing:

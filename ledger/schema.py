@@ -146,6 +146,9 @@ token_usage = Table(
     Column("paused", Boolean, nullable=False, server_default=false()),
     Column("locale", String(35)),
     Column("tags", JSON),
+    # The per-modality token split the response reported ({"input": {"audio": n, ...},
+    # "cache_read": {...}, "output": {...}}); null when it reported none.
+    Column("usage_details", JSON),
     Index(None, "session_id", "actor_id", "started_at"),
     Index(None, "started_at"),
     Index(None, "call_id"),

@@ -186,6 +186,29 @@ def test_an_unpriced_served_model_is_never_priced_as_the_model_asked_for(
     assert (rows.only.cost_usd, rows.only.cost_source) == (None, None)
 
 
+def test_the_modality_split_is_recorded_and_audio_priced_at_its_rates(
+    server: LoopbackLLM, ledger_url: str, tmp_path: Path
+) -> None:
+    server.queue(Reply.payload("gemini_generatecontent_cached_thoughts_real.json"))
+    ledger = Ledger(ledger_url, journal_dir=tmp_path / "journal")
+    with client_for(server, ledger, "gemini") as client:
+        result = client.chat(MESSAGES, model="gemini-2.5-flash")
+    assert ledger.flush(10)
+    ledger.close()
+    engine = make_engine(ledger_url)
+    with engine.connect() as conn:
+        row = conn.execute(select(token_usage)).one()
+    engine.dispose()
+    assert row.usage_details == {
+        "input": {"text": 16, "video": 15780, "audio": 1917},
+        "cache_read": {"audio": 1881, "text": 15, "video": 15483},
+    }
+    # Audio at $1/M (36 uncached) and $0.10/M (1881 cached), the rest at text rates
+    # (tests/test_pricing.py has the whole hand computation).
+    assert (row.cost_usd, row.cost_source) == (Decimal("0.00300094"), "computed")
+    assert result.cost_usd == Decimal("0.00300094")
+
+
 def test_provider_order_is_sent_recorded_and_warned_about(
     server: LoopbackLLM, rows: Rows, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -26,6 +26,7 @@ COMMANDS: Final = (
     "ledger.cli.export:export",
     "ledger.cli.providers:providers",
     "ledger.cli.budget:budget",
+    "ledger.cli.reprice:reprice",
     "ledger.cli.dashboard:dashboard",
 )
 

@@ -62,6 +62,10 @@ def normalise_usage(raw: dict[str, Any], problems: list[str]) -> Usage:
         reasoning=wire.count(completion.get("reasoning_tokens")),
         input_audio=wire.count(prompt.get("audio_tokens")),
         output_audio=wire.count(completion.get("audio_tokens")),
+        modalities=[
+            ("input", "audio", wire.count(prompt.get("audio_tokens"))),
+            ("output", "audio", wire.count(completion.get("audio_tokens"))),
+        ],
     )
 
 

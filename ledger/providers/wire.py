@@ -8,7 +8,7 @@ into typed values or None, and clamp token counts into what the ledger stores.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, Final
 
@@ -115,6 +115,7 @@ class UsageBuilder:
         input_audio: int | None = None,
         cache_audio_read: int | None = None,
         output_audio: int | None = None,
+        modalities: Sequence[tuple[str, str, int | None]] = (),
     ) -> Usage:
         total_in = self._clamp("input_tokens", input_tokens)
         read = self._clamp("cache_read_tokens", cache_read)
@@ -146,6 +147,11 @@ class UsageBuilder:
             input_audio_tokens=audio_in,
             cache_audio_read_tokens=audio_read,
             output_audio_tokens=audio_out,
+            modalities=tuple(
+                (part, modality, self._clamp(f"{part} {modality} tokens", tokens))
+                for part, modality, tokens in modalities
+                if tokens is not None
+            ),
         )
 
     def _subset(self, name: str, value: int | None, of: str, limit: int) -> int:
