@@ -215,6 +215,8 @@ class _Base:
         status: int | None,
         *,
         streamed: bool,
+        abandoned: bool = False,
+        cut_short: bool = False,
     ) -> UsageEvent:
         event = build_event(
             prep,
@@ -225,6 +227,8 @@ class _Base:
             http_status=status,
             streamed=streamed,
             cost=cost_of(prep, parsed, self.prices),
+            abandoned=abandoned,
+            cut_short=cut_short,
         )
         self.record(event)
         if error is not None:

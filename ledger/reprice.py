@@ -1,8 +1,8 @@
 """Recompute the computed costs of past rows after a price change.
 
 Only rows whose cost the ledger computed are touched: ``cost_source`` of
-``computed`` or ``incomplete``, and rows of unknown cost that reported usage
-(a price override may now price their model). A provider-reported cost is
+``computed`` or ``incomplete``, and served rows of unknown cost whose usage was reported
+(``usage_reported``; a price override may now price their model). A provider-reported cost is
 what the provider said, and a billed cost is what the invoice said: neither is
 ever recomputed, and the UPDATE says so again in its WHERE clause, so a row
 reconciled meanwhile is left alone.
@@ -130,6 +130,7 @@ def _candidates() -> Any:
             and_(
                 _t.cost_source.is_(None),
                 _t.status == "ok",
+                _t.usage_reported.is_(True),
                 or_(_t.input_tokens > 0, _t.output_tokens > 0),
             ),
         ),

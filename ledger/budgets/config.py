@@ -4,6 +4,10 @@ Where (first found wins, never merged)::
 
     1. an explicit path (``ledger budget check --config FILE``, ``load_config(path=…)``)
     2. the file named by ``LEDGER_BUDGETS_FILE``
+
+    A file given by path is read like ``ledger.toml`` (table ``[budgets]``)
+    unless it is named ``pyproject.toml`` or has no ``[budgets]`` table but a
+    ``[tool.ledger.budgets]`` one.
     3. the nearest directory, from the working directory upwards, holding
        ``ledger.toml`` (table ``[budgets]``) or a ``pyproject.toml`` with a
        ``[tool.ledger.budgets]`` table; when one directory holds both,
@@ -52,6 +56,9 @@ from ledger.errors import BudgetConfigurationError
 ENV_BUDGETS_FILE: Final = "LEDGER_BUDGETS_FILE"
 LEDGER_TOML: Final = "ledger.toml"
 PYPROJECT: Final = "pyproject.toml"
+#: The budgets' table in each kind of file.
+LEDGER_TOML_KEY: Final = "budgets"
+PYPROJECT_KEY: Final = "tool.ledger.budgets"
 
 Kind = Literal["turn", "agent_day", "model_day"]
 UnknownCost = Literal["report", "fail"]
@@ -118,6 +125,8 @@ class BudgetConfig:
     source: Path | None = None
     agents: tuple[str, ...] | None = None
     unknown_cost: UnknownCost = "report"
+    #: The dotted name of the table the budgets came from, for messages.
+    table_key: str = PYPROJECT_KEY
 
     def budget(self, name: str) -> Budget:
         for b in self.budgets:
@@ -135,7 +144,7 @@ class BudgetConfig:
                 where = "the agents list" if self.agents is not None else "the ledger"
                 _fail(
                     self.source,
-                    f"{_prefix(self.source)}.{b.name}.agent",
+                    f"{self.table_key}.{b.name}.agent",
                     f"one of the agents in {where} ({', '.join(sorted(allowed))})",
                     b.agent,
                 )
@@ -145,7 +154,17 @@ class BudgetConfig:
 
 
 def _prefix(path: Path | None) -> str:
-    return "budgets" if path is not None and path.name == LEDGER_TOML else "tool.ledger.budgets"
+    return LEDGER_TOML_KEY if path is not None and path.name == LEDGER_TOML else PYPROJECT_KEY
+
+
+def _table_key(path: Path, document: Mapping[str, Any]) -> str:
+    """Where ``path`` keeps its budgets: ``[tool.ledger.budgets]`` in a pyproject.toml,
+    ``[budgets]`` in ledger.toml and in any other file that has that table."""
+    if path.name == PYPROJECT:
+        return PYPROJECT_KEY
+    if path.name == LEDGER_TOML or LEDGER_TOML_KEY in document:
+        return LEDGER_TOML_KEY
+    return PYPROJECT_KEY
 
 
 def _fail(
@@ -174,8 +193,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _budgets_table(path: Path, document: Mapping[str, Any]) -> Any:
-    if path.name == LEDGER_TOML:
-        return document.get("budgets")
+    if _table_key(path, document) == LEDGER_TOML_KEY:
+        return document.get(LEDGER_TOML_KEY)
     return document.get("tool", {}).get("ledger", {}).get("budgets")
 
 
@@ -213,15 +232,22 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> Budge
             None,
             said="no budgets file",
         )
-    table = _budgets_table(chosen, _read_toml(chosen))
+    document = _read_toml(chosen)
+    key = _table_key(chosen, document)
+    table = _budgets_table(chosen, document)
     if table is None:
-        _fail(chosen, _prefix(chosen), "a table of budgets", None, said="no such table")
-    return parse_config(table, chosen)
+        _fail(chosen, key, "a table of budgets", None, said="no such table")
+    return parse_config(table, chosen, table_key=key)
 
 
-def parse_config(table: Any, path: Path | None = None) -> BudgetConfig:
-    """Check one budgets table (as parsed from TOML) and build the configuration."""
-    prefix = _prefix(path)
+def parse_config(
+    table: Any, path: Path | None = None, *, table_key: str | None = None
+) -> BudgetConfig:
+    """Check one budgets table (as parsed from TOML) and build the configuration.
+
+    ``table_key`` names the table in messages (default: by the file's name).
+    """
+    prefix = table_key or _prefix(path)
     if not isinstance(table, Mapping):
         _fail(path, prefix, "a table of budgets", table)
     budgets: list[Budget] = []
@@ -238,6 +264,7 @@ def parse_config(table: Any, path: Path | None = None) -> BudgetConfig:
         source=path,
         agents=_agents(path, prefix, table.get("agents")),
         unknown_cost=_unknown_cost(path, prefix, table.get("unknown_cost", "report")),
+        table_key=prefix,
     )
 
 

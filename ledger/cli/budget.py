@@ -1,7 +1,9 @@
 """``ledger budget check`` (the CI cost gate) and ``ledger budget status`` (today's burn).
 
 ``check`` exits 0 when every budget holds, 1 when one is exceeded, 2 when the
-budgets file is bad or the ledger cannot be read.
+budgets file or an option is bad or the ledger cannot be read (missing,
+unmigrated, unreachable): a broken ledger must never read as overspend. With
+``--format json`` every outcome, errors included, is one JSON document on stdout.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Final
+from typing import Final, NoReturn
 
 import click
 from rich.console import Console
@@ -22,7 +24,7 @@ from ledger.budgets.config import BudgetConfig, load_config
 from ledger.budgets.evaluation import CheckReport, evaluate, usd
 from ledger.budgets.status import BudgetStatus, budget_status
 from ledger.cli.report import open_analytics
-from ledger.errors import ConfigurationError, DatabaseError
+from ledger.errors import LedgerError
 
 EXIT_OK: Final = 0
 EXIT_EXCEEDED: Final = 1
@@ -60,6 +62,17 @@ def parse_tags(pairs: tuple[str, ...]) -> dict[str, str]:
 
 def _config(path: Path | None) -> BudgetConfig:
     return load_config(path)
+
+
+def _bad(command: str, fmt: str, exc: Exception) -> NoReturn:
+    """End with exit status 2: the reason on stderr, and as JSON on stdout when asked."""
+    message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+    click.echo(f"ledger budget {command}: {message}", err=True)
+    if fmt == "json":
+        error = {"type": type(exc).__name__, "message": message}
+        # The report's own keys too, so a gate reading "ok"/"exceeded" sees a failure.
+        click.echo(json.dumps({"ok": False, "error": error, "exceeded": [], "results": []}))
+    sys.exit(EXIT_BAD)
 
 
 def _check_table(report: CheckReport) -> Table:
@@ -130,17 +143,16 @@ def check(
 ) -> None:
     """Check every budget over a window; exit 0 if all hold, 1 if one is exceeded, 2 on error."""
     now = dt.datetime.now(dt.UTC)
-    start = parse_when(since, now)
-    end = now if until is None else parse_when(until, now)
-    wanted = parse_tags(tags)
     try:
+        start = parse_when(since, now)
+        end = now if until is None else parse_when(until, now)
+        wanted = parse_tags(tags)
         config = _config(config_path)
         with open_analytics(Console(stderr=True)) as analytics:
             config.check_agents(known_agents(analytics))
             report = evaluate(analytics, config, start=start, end=end, tags=wanted)
-    except (ConfigurationError, DatabaseError) as exc:
-        click.echo(f"ledger budget check: {exc}", err=True)
-        sys.exit(EXIT_BAD)
+    except (click.BadParameter, LedgerError) as exc:
+        _bad("check", fmt, exc)
     if fmt == "json":
         click.echo(json.dumps(report.as_dict(), indent=1))
     else:
@@ -190,14 +202,13 @@ def _status_table(lines: list[BudgetStatus], day: dt.date) -> Table:
 def status(at_text: str | None, fmt: str, config_path: Path | None) -> None:
     """Today's spend against each budget, the projected end-of-day spend, the closest first."""
     now = dt.datetime.now(dt.UTC)
-    at = (parse_when(at_text, now) if at_text else None) or now
     try:
+        at = (parse_when(at_text, now) if at_text else None) or now
         config = _config(config_path)
         with open_analytics(Console(stderr=True)) as analytics:
             lines = budget_status(analytics, config, at=at)
-    except (ConfigurationError, DatabaseError) as exc:
-        click.echo(f"ledger budget status: {exc}", err=True)
-        sys.exit(EXIT_BAD)
+    except (click.BadParameter, LedgerError) as exc:
+        _bad("status", fmt, exc)
     if fmt == "json":
         body = {"at": at.isoformat(), "budgets": [s.as_dict() for s in lines]}
         click.echo(json.dumps(body, indent=1))

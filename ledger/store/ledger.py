@@ -27,9 +27,9 @@ from ledger.events import UsageEvent, to_row
 from ledger.store import journal
 from ledger.store.engine import database_url, make_engine, sqlite_path
 from ledger.store.held import StatusFile
-from ledger.store.migrate import check_schema
+from ledger.store.migrate import check_ledger
 from ledger.store.sink import Row
-from ledger.store.writer import Pending, Writer, WriterSettings
+from ledger.store.writer import Pending, ReplayResult, Writer, WriterSettings
 
 ENV_JOURNAL_DIR: Final = "LEDGER_JOURNAL_DIR"
 ENV_ON_JOURNAL_FULL: Final = "LEDGER_ON_JOURNAL_FULL"
@@ -356,17 +356,19 @@ def _on_journal_full(choice: str | None) -> OnJournalFull:
     return cast(OnJournalFull, value)
 
 
-def replay(url: str | URL | None = None, *, journal_dir: Path | None = None) -> int:
-    """Write the events that processes which died left in a journal; returns how many.
+def replay(url: str | URL | None = None, *, journal_dir: Path | None = None) -> ReplayResult:
+    """Write the events that processes which died left in a journal.
+
+    Returns how many events were found, how many became new rows and how
+    many the database refused; the rest were stored already.
 
     Safe beside running ledgers: their live segments are locked and skipped.
-    Raises :class:`~ledger.errors.DatabaseError` when the database is
+    Raises :class:`~ledger.errors.DatabaseError` when the database is missing,
     unreachable or out of date; the journal is then left as it was.
     """
-    resolved = database_url(url)
+    resolved = check_ledger(url)
     engine = make_engine(resolved)
     try:
-        check_schema(engine)
         directory = journal_dir or journal_dir_for(resolved)
         writer = Writer(engine, directory, Pending(), WriterSettings())
         try:

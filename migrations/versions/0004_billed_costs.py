@@ -4,7 +4,7 @@ Audio tokens are billed at their own rates (Gemini's AUDIO modality, OpenAI's
 ``audio_tokens``); the split is kept so a cost can be recomputed from the row.
 
 Revision ID: 0004
-Revises: 0001
+Revises: 0002
 Create Date: 2026-12-01
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0004"
-down_revision: str | None = "0001"
+down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
