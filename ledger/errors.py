@@ -490,3 +490,12 @@ class BudgetExceeded(LedgerError):
         self.spent_usd = spent_usd
         self.estimate_usd = estimate_usd
         self.limit_usd = limit_usd
+
+
+class ReconcileError(LedgerError):
+    """``ledger reconcile`` could not get what the bill says (the endpoint kept failing,
+    or answered something that is not a bill). Rows not yet reconciled stay so."""
+
+
+class ReconcileAuthError(ReconcileError):
+    """The billing endpoint refused the key (401/403): nothing more is fetched."""

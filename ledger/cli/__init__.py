@@ -28,6 +28,7 @@ COMMANDS: Final = (
     "ledger.cli.providers:providers",
     "ledger.cli.budget:budget",
     "ledger.cli.reprice:reprice",
+    "ledger.cli.reconcile:reconcile",
     "ledger.cli.dashboard:dashboard",
 )
 

@@ -1,7 +1,10 @@
-"""token_usage.usage_details: the per-modality token split a response reported.
+"""Costs that match the bill: the modality split and the billed figures.
 
-Audio tokens are billed at their own rates (Gemini's AUDIO modality, OpenAI's
-``audio_tokens``); the split is kept so a cost can be recomputed from the row.
+* ``usage_details`` (JSON): the per-modality token split a response reported
+  (audio is billed at its own rates) and 1-hour cache writes, so a cost can be
+  recomputed from the row (``ledger reprice``).
+* ``billed_cost_usd``, ``billed_at``, ``billing`` (JSON): what the bill says,
+  stored by ``ledger reconcile openrouter``; ``cost_usd`` keeps the estimate.
 
 Revision ID: 0004
 Revises: 0002
@@ -15,6 +18,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+import ledger.schema
+
 revision: str = "0004"
 down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
@@ -24,8 +29,14 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("token_usage") as batch:
         batch.add_column(sa.Column("usage_details", sa.JSON(), nullable=True))
+        batch.add_column(sa.Column("billed_cost_usd", ledger.schema.Money(), nullable=True))
+        batch.add_column(sa.Column("billed_at", ledger.schema.UTCDateTime(), nullable=True))
+        batch.add_column(sa.Column("billing", sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("token_usage") as batch:
+        batch.drop_column("billing")
+        batch.drop_column("billed_at")
+        batch.drop_column("billed_cost_usd")
         batch.drop_column("usage_details")
