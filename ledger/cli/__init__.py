@@ -29,6 +29,8 @@ COMMANDS: Final = (
     "ledger.cli.budget:budget",
     "ledger.cli.reprice:reprice",
     "ledger.cli.reconcile:reconcile",
+    "ledger.cli.otel:otel",
+    "ledger.cli.otlp:otlp",
     "ledger.cli.dashboard:dashboard",
 )
 

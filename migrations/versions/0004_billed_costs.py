@@ -7,7 +7,7 @@
   stored by ``ledger reconcile openrouter``; ``cost_usd`` keeps the estimate.
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0005
 Create Date: 2026-12-01
 """
 
@@ -21,7 +21,7 @@ from alembic import op
 import ledger.schema
 
 revision: str = "0004"
-down_revision: str | None = "0002"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
