@@ -1,6 +1,7 @@
 """Reconciling OpenRouter rows against the simulator's ``/api/v1/generation``.
 
     .venv/bin/python bench/bench_reconcile.py [--rows 100000] [--rounds 4] [--concurrency 32]
+    .venv/bin/python bench/bench_reconcile.py --in-process   # no sockets: the ledger's own cost
 
 The simulator runs in a child process (real HTTP on loopback, its own GIL) and
 knows ``--rows`` generations. The ledger is a migrated SQLite file. Each round
@@ -46,10 +47,9 @@ def gen_id(i: int) -> str:
     return f"gen-{CREATED}-{i:020d}"
 
 
-def _serve(rows: int, port: int, ready: Any) -> None:
+def _simulator(rows: int) -> Any:
     from ledger.simulator import Simulator, VirtualClock
     from ledger.simulator.core import Completion, Usage
-    from ledger.simulator.server import make_server
 
     sim = Simulator(clock=VirtualClock(), seed=1)
     sim.generations.discrepancy_rate = 0.02
@@ -65,7 +65,13 @@ def _serve(rows: int, port: int, ready: Any) -> None:
         )
         done = Completion(f"{i:020d}", CREATED, MODEL, "Fireworks", (), usage, 0.1, 0.5)
         sim.generations.record(gen_id(i), done, streamed=False)
-    server = make_server(sim, "127.0.0.1", port)
+    return sim
+
+
+def _serve(rows: int, port: int, ready: Any) -> None:
+    from ledger.simulator.server import make_server
+
+    server = make_server(_simulator(rows), "127.0.0.1", port)
     server.config.log_level = "warning"
     ready.put("ok")
     asyncio.run(server.serve())
@@ -98,10 +104,16 @@ def _insert(url: str, start: int, count: int) -> None:
     engine.dispose()
 
 
-async def _baseline(base: str, start: int, count: int, concurrency: int) -> float:
-    gate = asyncio.Semaphore(concurrency)
+def _http(concurrency: int, transport: Any) -> httpx.AsyncClient:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+    return httpx.AsyncClient(timeout=30, limits=limits, transport=transport)
+
+
+async def _baseline(
+    base: str, start: int, count: int, concurrency: int, transport: Any = None
+) -> float:
+    gate = asyncio.Semaphore(concurrency)
+    async with _http(concurrency, transport) as http:
 
         async def one(i: int) -> None:
             async with gate:
@@ -117,11 +129,12 @@ async def _baseline(base: str, start: int, count: int, concurrency: int) -> floa
         return count / (time.perf_counter() - began)
 
 
-async def _reconcile(url: str, base: str, count: int, concurrency: int) -> float:
+async def _reconcile(
+    url: str, base: str, count: int, concurrency: int, transport: Any = None
+) -> float:
     engine = make_engine(url)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     try:
-        async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+        async with _http(concurrency, transport) as http:
             client = GenerationClient(http, api_key="sk-or-bench", base_url=base)
             began = time.perf_counter()
             report = await reconcile_openrouter(engine, client, since=None, concurrency=concurrency)
@@ -137,24 +150,37 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="serve the simulator through its in-process httpx transport (no sockets, no "
+        "server process): the ledger's own cost, without the HTTP server's",
+    )
     args = parser.parse_args()
     per_round = args.rows // args.rounds
 
+    from ledger.simulator import AsyncSimulatorTransport
     from ledger.simulator.server import free_port
 
-    port = free_port()
-    ctx = mp.get_context("spawn")
-    ready = ctx.Queue()
-    child = ctx.Process(target=_serve, args=(args.rows, port, ready), daemon=True)
-    child.start()
-    ready.get(timeout=600)
-    base = f"http://127.0.0.1:{port}/api/v1"
-    for _ in range(500):  # the port is open once uvicorn started
-        try:
-            httpx.get(f"{base}/generation", params={"id": "x"}, timeout=1)
-            break
-        except httpx.TransportError:
-            time.sleep(0.05)
+    transport: Any = None
+    child: Any = None
+    if args.in_process:
+        transport = AsyncSimulatorTransport(_simulator(args.rows))
+        base = "http://simulator/api/v1"
+    else:
+        port = free_port()
+        ctx = mp.get_context("spawn")
+        ready = ctx.Queue()
+        child = ctx.Process(target=_serve, args=(args.rows, port, ready), daemon=True)
+        child.start()
+        ready.get(timeout=600)
+        base = f"http://127.0.0.1:{port}/api/v1"
+        for _ in range(500):  # the port is open once uvicorn started
+            try:
+                httpx.get(f"{base}/generation", params={"id": "x"}, timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
 
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'ledger.db'}"
@@ -166,8 +192,12 @@ def main() -> None:
             for r in range(args.rounds):
                 start = r * per_round
                 _insert(url, start, per_round)
-                baseline.append(asyncio.run(_baseline(base, start, per_round, args.concurrency)))
-                reconciled.append(asyncio.run(_reconcile(url, base, per_round, args.concurrency)))
+                baseline.append(
+                    asyncio.run(_baseline(base, start, per_round, args.concurrency, transport))
+                )
+                reconciled.append(
+                    asyncio.run(_reconcile(url, base, per_round, args.concurrency, transport))
+                )
                 rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
                 print(
                     f"round {r + 1}: baseline {baseline[-1]:,.0f}/s, "
@@ -175,8 +205,9 @@ def main() -> None:
                     flush=True,
                 )
         finally:
-            child.terminate()
-            child.join(5)
+            if child is not None:
+                child.terminate()
+                child.join(5)
     print(
         f"{per_round * args.rounds:,} rows, concurrency {args.concurrency}, "
         f"median of {args.rounds} interleaved rounds:\n"
