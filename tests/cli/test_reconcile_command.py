@@ -36,7 +36,7 @@ def test_reconcile_stores_the_bill_and_a_rerun_changes_nothing(
     server: LoopbackLLM, sqlite_url: str
 ) -> None:
     insert_rows(sqlite_url, [_openrouter_row()])
-    server.default = Reply.payload("openrouter_generation_real.json")
+    server.default = Reply.payload("billing/openrouter_generation_real.json")
     result = run("--since", "all", "--format", "json")
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)

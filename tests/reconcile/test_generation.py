@@ -14,7 +14,9 @@ PAYLOAD = Path(__file__).resolve().parents[1] / "fixtures" / "payloads"
 
 
 def test_the_real_generation_gives_its_billed_cost_and_figures() -> None:
-    generation = parse_generation((PAYLOAD / "openrouter_generation_real.json").read_bytes())
+    generation = parse_generation(
+        (PAYLOAD / "billing" / "openrouter_generation_real.json").read_bytes()
+    )
     assert generation.id == "gen-1771967973-0hZ8J5kY7qLMOKbPx0u3"
     assert generation.total_cost == Decimal("0.00003452")
     assert generation.provider_name == "DeepInfra"
@@ -41,7 +43,7 @@ def test_a_body_that_is_not_a_generation_is_refused(body: bytes) -> None:
 
 
 def test_a_new_field_does_not_break_parsing() -> None:
-    real = json.loads((PAYLOAD / "openrouter_generation_real.json").read_text())
+    real = json.loads((PAYLOAD / "billing" / "openrouter_generation_real.json").read_text())
     real["data"]["some_future_field"] = {"nested": [1, 2]}
     generation = parse_generation(json.dumps(real).encode())
     assert generation.total_cost == Decimal("0.00003452")

@@ -79,7 +79,7 @@ def test_the_billed_cost_is_stored_beside_the_estimate_once(
     server: LoopbackLLM, ledger_url: str
 ) -> None:
     insert_rows(ledger_url, [_openrouter_row()])
-    server.default = Reply.payload("openrouter_generation_real.json")
+    server.default = Reply.payload("billing/openrouter_generation_real.json")
     report = _reconcile(ledger_url, server.url)
     assert (report.examined, report.billed, report.pending, report.failed) == (1, 1, 0, 0)
     assert report.drift_usd == Decimal("0.00000452")
@@ -100,7 +100,7 @@ def test_the_billed_cost_is_stored_beside_the_estimate_once(
 
 def test_an_upstream_already_known_is_kept(server: LoopbackLLM, sqlite_url: str) -> None:
     insert_rows(sqlite_url, [_openrouter_row(upstream="Groq")])
-    server.default = Reply.payload("openrouter_generation_real.json")
+    server.default = Reply.payload("billing/openrouter_generation_real.json")
     _reconcile(sqlite_url, server.url)
     assert _rows(sqlite_url)[0].upstream == "Groq"
 
@@ -113,7 +113,7 @@ def test_a_generation_not_found_yet_stays_pending_and_is_billed_later(
     first = _reconcile(sqlite_url, server.url)
     assert (first.billed, first.pending, first.failed) == (0, 1, 0)
     assert _rows(sqlite_url)[0].billed_at is None
-    server.default = Reply.payload("openrouter_generation_real.json")
+    server.default = Reply.payload("billing/openrouter_generation_real.json")
     later = _reconcile(sqlite_url, server.url)
     assert (later.billed, later.pending) == (1, 0)
 
@@ -128,7 +128,7 @@ def test_429_is_retried_after_its_retry_after(server: LoopbackLLM, sqlite_url: s
         ),
         Reply(b"{}", status=503),
     )
-    server.default = Reply.payload("openrouter_generation_real.json")
+    server.default = Reply.payload("billing/openrouter_generation_real.json")
     report = _reconcile(sqlite_url, server.url)
     assert report.billed == 1 and len(server.requests) == 3
 
