@@ -173,6 +173,16 @@ def _columns(*, partitioned: bool) -> list[Column[Any]]:
         Column("locale", String(35)),
         Column("tags", JSON),
         Column("usage_reported", Boolean, nullable=False, server_default=true()),
+        # The per-modality token split the response reported ({"input": {"audio": n, ...},
+        # "cache_read": {...}, "output": {...}}); null when it reported none.
+        Column("usage_details", JSON),
+        # What the bill says, stored after the fact by ``ledger reconcile`` (never by the
+        # writer): cost_usd keeps the estimate made at call time. ``billed_at`` is when the
+        # billed figure was stored (null: not reconciled yet); ``billing`` holds the
+        # aggregator's other figures (cache discount, upstream cost, native token counts).
+        Column("billed_cost_usd", Money()),
+        Column("billed_at", UTCDateTime()),
+        Column("billing", JSON),
     ]
 
 
@@ -234,8 +244,13 @@ def metadata_for(dialect: str) -> MetaData:
     return target
 
 
-#: Column names in table order, without the autoincrement ``id``.
-EVENT_COLUMNS: Final[tuple[str, ...]] = tuple(c.name for c in token_usage.columns if c.name != "id")
+#: Columns written after the fact by ``ledger reconcile``, never by the writer.
+BILLED_COLUMNS: Final = ("billed_cost_usd", "billed_at", "billing")
+
+#: Column names in table order, without the autoincrement ``id`` and the billed columns.
+EVENT_COLUMNS: Final[tuple[str, ...]] = tuple(
+    c.name for c in token_usage.columns if c.name != "id" and c.name not in BILLED_COLUMNS
+)
 
 #: Maximum length of every bounded string column, for validation at the caller.
 STRING_LIMITS: Final[dict[str, int]] = {

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, column, insert, inspect, select, table
 
 from ledger.errors import SchemaOutOfDate
 from ledger.events import UsageEvent
-from ledger.schema import metadata_for, token_usage
+from ledger.schema import BILLED_COLUMNS, metadata_for, token_usage
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger
 from ledger.store.migrate import (
@@ -83,6 +83,7 @@ def test_every_value_round_trips(ledger_url: str, tmp_path: Path) -> None:
         paused=True,
         locale="pt-BR",
         tags={"env": "prod", "tenant": "açaí", "n": 3, "nested": {"ok": True}},
+        usage_details={"input": {"audio": 1917, "text": 16}, "cache_write": {"ttl_1h": 9}},
         attempt=2,
     )
     with Ledger(ledger_url, journal_dir=tmp_path / "journal") as led:
@@ -96,6 +97,8 @@ def test_every_value_round_trips(ledger_url: str, tmp_path: Path) -> None:
     assert row["started_at"] == dt.datetime(2026, 11, 30, 12, 15, 30, 123456, tzinfo=dt.UTC)
     assert row["started_at"].utcoffset() == dt.timedelta(0)
     assert isinstance(row["cost_usd"], Decimal)
+    for name in BILLED_COLUMNS:  # written by ``ledger reconcile`` only, never by the writer
+        assert row.pop(name) is None, name
     for name, value in row.items():
         assert value == getattr(e, name), name
 
