@@ -72,9 +72,10 @@ INSERT INTO state_rows
 SELECT {_ROW_FIELDS}
 FROM (
     SELECT *, {_SESSION_KEY} AS skey FROM {TABLE_NAME}
-    WHERE id >= (SELECT min(first_id) FROM state_disordered) AND session_id IS NOT NULL
-        -- rows above the ones being folded are not folded yet (a rebuild goes in chunks)
-        AND id <= (SELECT max(id) FROM {{src}})
+    -- every row of the session, whatever its id: a late id can sit below the
+    -- session's first one, and its later rows may not be among those folded.
+    -- Only rows above $upto are not folded yet (a rebuild goes in id chunks)
+    WHERE session_id IS NOT NULL AND id <= $upto
 ) AS t
 JOIN state_keys AS k ON {_SAME_SESSION.format(a="k", b="t")}
 WHERE k.sid IN (SELECT sid FROM state_disordered);
@@ -153,14 +154,22 @@ LEFT JOIN moves AS m USING (sid)
 """
 
 
-def fold(con: duckdb.DuckDBPyConnection, src: str) -> None:
+def fold(con: duckdb.DuckDBPyConnection, src: str, *, upto: int | None = None) -> None:
+    """Fold the rows of relation ``src`` into the session state.
+
+    ``upto``: the highest id folded so far when the table holds rows not
+    folded yet (a rebuild in chunks); None when every row is.
+    """
     con.execute(_KEYS.format(src=src))
     con.execute(_NEW_SESSION_ROWS.format(src=src))
     con.execute(_OLD_SESSIONS)
     con.execute(_DISORDERED)
     disordered = con.execute("SELECT count(*) FROM state_disordered").fetchall()[0][0]
     if disordered:
-        con.execute(_REREAD_DISORDERED.format(src=src))
+        bound = (1 << 62) if upto is None else upto
+        for statement in _REREAD_DISORDERED.split(";"):  # one parameter, one statement
+            if statement.strip():
+                con.execute(statement, {"upto": bound} if "$upto" in statement else None)
     con.execute(_NEW_TRANSITIONS)
     con.execute(
         "DELETE FROM state_sessions WHERE sid IN (SELECT sid FROM state_keys WHERE existed)"

@@ -262,11 +262,13 @@ def _fold_latency(con: duckdb.DuckDBPyConnection, src: str) -> None:
     con.execute(_NEW_LATENCIES.format(src=src))
 
 
-def _fold(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:
+def _fold(
+    con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool, upto: int | None = None
+) -> None:
     _fold_calls(con, src, fresh=fresh)
     _fold_rollup(con, src, fresh=fresh)
     _fold_latency(con, src)
-    session_state.fold(con, src)
+    session_state.fold(con, src, upto=upto)
 
 
 def _write_meta(con: duckdb.DuckDBPyConnection) -> None:
@@ -296,7 +298,7 @@ def _fold_range(con: duckdb.DuckDBPyConnection, low: int, high: int, *, fresh: b
         f"SELECT * FROM {TABLE_NAME} WHERE id > ? AND id <= ?",
         [low, high],
     )
-    _fold(con, "state_new_rows", fresh=fresh)
+    _fold(con, "state_new_rows", fresh=fresh, upto=high)
     con.execute("DROP TABLE state_new_rows")
 
 

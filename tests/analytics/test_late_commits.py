@@ -79,3 +79,19 @@ def test_interleaved_writers_beyond_the_gap_limit_lose_nothing(
         assert ids_of(analytics) == list(range(1, 41))
         assert analytics.refresh().up_to_date_already
         assert_views_match_rows(analytics)
+
+
+@pytest.mark.parametrize("late_id", [3, 1], ids=["above-first-id", "below-first-id"])
+def test_a_late_row_of_a_folded_session_rederives_the_whole_session(
+    ledger_url: str, tmp_path: Path, late_id: int
+) -> None:
+    # S's rows 2 and 9 are folded; its row late_id commits afterwards, served before them
+    others = [served(i, "C", id=i, session_id="other") for i in range(10, 20)]
+    insert_rows(ledger_url, [served(1, "A", id=2, **S), served(3, "A", id=9, **S), *others])
+    with open_analytics(ledger_url, tmp_path) as analytics:
+        insert_rows(ledger_url, [served(0.5, "B", id=late_id, **S)])
+        assert analytics.refresh().rows_added == 1
+        stickiness = analytics.session_stickiness().query("session_id == 's'")
+        assert stickiness.calls.tolist() == [3]
+        assert stickiness.switches.tolist() == [1]  # B, A, A
+        assert_views_match_rows(analytics)
