@@ -149,6 +149,23 @@ token_usage = Table(
     Index(None, "session_id", "actor_id", "started_at"),
     Index(None, "started_at"),
     Index(None, "call_id"),
+    # Ids are never reused, even after the highest rows are deleted: the
+    # analytics copy keys rows by id (PostgreSQL sequences never go back).
+    sqlite_autoincrement=True,
+)
+
+CHANGES_TABLE: Final = "ledger_changes"
+
+#: The change log: one row per inserted, updated or deleted ``token_usage`` row,
+#: written by triggers (migration 0003) in the writing transaction. ``seq`` is
+#: the log's own order; readers find what changed since they last looked (see
+#: :mod:`ledger.analytics.changes`).
+ledger_changes = Table(
+    CHANGES_TABLE,
+    metadata,
+    Column("seq", _BigIntId, primary_key=True, autoincrement=True),
+    Column("row_id", BigInteger, nullable=False),
+    sqlite_autoincrement=True,
 )
 
 #: Column names in table order, without the autoincrement ``id``.

@@ -91,17 +91,14 @@ def _cast_expr(column: Any, arrow_type: str) -> str:
 
 
 def insert_sql(arrow_types: dict[str, str], relation: str) -> str:
-    """``INSERT`` of an Arrow relation's rows that the file does not hold yet.
+    """``INSERT`` of an Arrow relation's rows, the SQLite sentinel row (id -1) dropped.
 
-    Parameters: ``(low, high]``, the ids the file may already hold among the
-    incoming ones (rows read from gaps that were merged into wider ranges, see
-    :mod:`ledger.analytics.gaps`). The sentinel row (id -1) is dropped.
+    Sync removes every changed row's old version first, so none is held.
     """
     exprs = ", ".join(_cast_expr(c, arrow_types[c.name]) for c in token_usage.columns)
     return (
         f"INSERT INTO {TABLE_NAME} SELECT {exprs} FROM {relation} AS incoming "  # noqa: S608
-        f"WHERE incoming.id > 0 AND incoming.id NOT IN "
-        f"(SELECT id FROM {TABLE_NAME} WHERE id > ? AND id <= ?)"
+        "WHERE incoming.id > 0"
     )
 
 
@@ -110,6 +107,9 @@ SUPPORT_DDL: Final = (
     "(name VARCHAR PRIMARY KEY, value DOUBLE NOT NULL, description VARCHAR)",
     "CREATE TABLE IF NOT EXISTS ledger_sync (source VARCHAR, last_id BIGINT NOT NULL, "
     "synced_at TIMESTAMPTZ, rows_total BIGINT NOT NULL)",
+    # How far the ledger's change log has been read (see ledger.analytics.sync).
+    "CREATE TABLE IF NOT EXISTS ledger_cursor (source VARCHAR NOT NULL, max_seq BIGINT NOT NULL, "
+    "gaps_closed BIGINT NOT NULL, gaps_expired BIGINT NOT NULL)",
     # The views read every threshold through this macro, so changing a row of
     # ledger_settings changes every view at once, in any DuckDB client.
     "CREATE OR REPLACE MACRO ledger_setting(setting_name) AS "

@@ -65,6 +65,9 @@ WHERE r.served AND o.last IS NOT NULL
     AND {'s': r.started_at, 'a': r.attempt, 'i': r.id}
         < {'s': o.last.s, 'a': o.last.a, 'i': o.last.i}
 """
+_EVERY_KEY: Final = (
+    "CREATE OR REPLACE TEMP TABLE state_disordered AS SELECT sid, 0 AS first_id FROM state_keys"
+)
 # A disordered session's rows are all read again (the new ones are in the table by now).
 _REREAD_DISORDERED: Final = f"""
 DELETE FROM state_rows WHERE sid IN (SELECT sid FROM state_disordered);
@@ -154,16 +157,20 @@ LEFT JOIN moves AS m USING (sid)
 """
 
 
-def fold(con: duckdb.DuckDBPyConnection, src: str, *, upto: int | None = None) -> None:
+def fold(
+    con: duckdb.DuckDBPyConnection, src: str, *, upto: int | None = None, rederive: bool = False
+) -> None:
     """Fold the rows of relation ``src`` into the session state.
 
     ``upto``: the highest id folded so far when the table holds rows not
-    folded yet (a rebuild in chunks); None when every row is.
+    folded yet (a rebuild in chunks); None when every row is. ``rederive``:
+    recompute every session ``src`` names from the table's rows (``src``
+    then holds old versions of changed or deleted rows too).
     """
     con.execute(_KEYS.format(src=src))
     con.execute(_NEW_SESSION_ROWS.format(src=src))
     con.execute(_OLD_SESSIONS)
-    con.execute(_DISORDERED)
+    con.execute(_EVERY_KEY if rederive else _DISORDERED)
     disordered = con.execute("SELECT count(*) FROM state_disordered").fetchall()[0][0]
     if disordered:
         bound = (1 << 62) if upto is None else upto
