@@ -32,6 +32,7 @@ from ledger.analytics.export import ExportResult, export_parquet
 from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.analytics.source import LedgerSource
 from ledger.analytics.sync import ProgressCallback, SyncResult, ensure_aggregates, sync
+from ledger.analytics.verify import Verification, verify
 from ledger.analytics.views import Filters
 from ledger.store.engine import database_url
 
@@ -128,6 +129,15 @@ class Analytics:
             finally:
                 cursor.close()
             return self.last_sync
+
+    def verify(self) -> Verification:
+        """Compare the copy with the ledger, figure by figure (:mod:`ledger.analytics.verify`)."""
+        with self._lock, self._source.snapshot() as snapshot:
+            cursor = self._con.cursor()
+            try:
+                return verify(cursor, snapshot)
+            finally:
+                cursor.close()
 
     # -- settings ------------------------------------------------------------
 

@@ -159,6 +159,15 @@ class LedgerSnapshot:
         self._backend = backend
         self._url = url
 
+    @property
+    def backend(self) -> str:
+        return self._backend
+
+    def fetch(self, sql: str) -> list[tuple[Any, ...]]:
+        """Every row of a small query, as tuples."""
+        self._cur.execute(sql)
+        return [tuple(r) for r in self._cur.fetchall()]
+
     def _one_row(self, sql: str) -> tuple[Any, ...]:
         self._cur.execute(sql)
         return tuple(self._cur.fetchone())
