@@ -97,6 +97,17 @@ def clear(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("DELETE FROM ledger_gaps")
 
 
+def closable(con: duckdb.DuckDBPyConnection, *, xmin: int, now: dt.datetime) -> bool:
+    """Whether a sync at snapshot ``xmin`` would close any gap (else it writes nothing)."""
+    return bool(
+        _count(
+            con,
+            "SELECT count(*) FROM ledger_gaps WHERE final_xmax <= $xmin OR opened_at < $cut",
+            {"xmin": xmin, "cut": now - GAP_MAX_AGE},
+        )
+    )
+
+
 def _count(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object]) -> int:
     rows = con.execute(sql, params).fetchall()  # all: a half-read result blocks the connection
     return 0 if not rows or rows[0][0] is None else int(rows[0][0])

@@ -414,6 +414,10 @@ def sync(
             if horizon.max_seq == cursor.max_seq and not ranges:
                 return _result(con, _Counts(), started, rebuilt=False)
             changes = snap.changes(cursor.max_seq, ranges)
+            if not changes.num_rows and not gaps.closable(
+                con, xmin=horizon.xmin, now=dt.datetime.now(dt.UTC)
+            ):
+                return _result(con, _Counts(), started, rebuilt=False)  # nothing to write
             held = _one(con, f"SELECT count(*) FROM {TABLE_NAME}")
             distinct = len(pc.unique(changes.column("row_id")))
             if distinct and distinct >= aggregates.REBUILD_SHARE * held:
