@@ -141,19 +141,20 @@ def bench_gaps(url: str, analytics_path: Path, gaps: int, rounds: int) -> None:
         conn.execute(_GAPS % {"n": gaps})
     t, res = _timed(analytics.refresh)
     print(f"pg sync making gaps {t:8.3f} s  ({res.rows_added:,} rows, {res.gaps_open:,} gaps open)")
-    idle, late = [], []
+    idle, late, open_gaps = [], [], res.gaps_open
     for holder in holders:
         for _ in range(3):
             t, res = _timed(analytics.refresh)
             assert res.up_to_date_already, res
             idle.append(t)
+            open_gaps = min(open_gaps, res.gaps_open)
         holder.commit()
         holder.close()
         t, res = _timed(analytics.refresh)
         assert res.rows_added == 1, res
         late.append(t)
     print(
-        f"pg nothing new, {res.gaps_open + 1:,} open gaps  median {_median(idle):6.3f} s "
+        f"pg nothing new, >= {open_gaps:,} open gaps  median {_median(idle):6.3f} s "
         f"(n={len(idle)}; target <= 0.2 s)"
     )
     print(

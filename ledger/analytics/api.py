@@ -100,12 +100,14 @@ class Analytics:
             self.last_sync: SyncResult | None = self.refresh(progress=progress) if sync else None
         except BaseException:
             self._con.close()
+            self._source.close()
             raise
 
     # -- lifecycle -----------------------------------------------------------
 
     def close(self) -> None:
         self._con.close()
+        self._source.close()
 
     def __enter__(self) -> Analytics:
         return self

@@ -25,6 +25,7 @@ sync's transaction with the cursor (:mod:`ledger.analytics.sync`).
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -35,6 +36,8 @@ import pyarrow as pa
 GAP_MAX_AGE: Final = dt.timedelta(days=1)
 #: At most this many gaps are kept (each is one index probe per sync).
 MAX_GAPS: Final = 100_000
+
+_INTEGER_LIST: Final = re.compile(r"(-?[0-9]+(,-?[0-9]+)*)?")
 
 GAPS_DDL: Final = (
     "CREATE TABLE IF NOT EXISTS ledger_gaps (lo BIGINT NOT NULL, hi BIGINT NOT NULL, "
@@ -88,9 +91,32 @@ def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(GAPS_DDL)
 
 
-def open_ranges(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int]]:
-    rows = con.execute("SELECT lo, hi FROM ledger_gaps ORDER BY lo").fetchall()
-    return [(int(lo), int(hi)) for lo, hi in rows]
+@dataclass(frozen=True, slots=True)
+class Ranges:
+    """The open gaps, as the ledger query takes them: bounds as comma-separated text
+    (built by DuckDB: ten thousand gaps cost no Python loop)."""
+
+    count: int
+    los: str
+    his: str
+
+    def __post_init__(self) -> None:
+        # They go into SQL text: integers only, whatever the file was edited to hold.
+        if not _INTEGER_LIST.fullmatch(self.los) or not _INTEGER_LIST.fullmatch(self.his):
+            raise ValueError(f"gap bounds are not integer lists: {self.los[:40]!r}")
+
+    def pairs(self) -> list[tuple[int, int]]:
+        if not self.count:
+            return []
+        return list(zip(map(int, self.los.split(",")), map(int, self.his.split(",")), strict=True))
+
+
+def open_ranges(con: duckdb.DuckDBPyConnection) -> Ranges:
+    (row,) = con.execute(
+        "SELECT count(*), coalesce(string_agg(CAST(lo AS VARCHAR), ',' ORDER BY lo), ''), "
+        "coalesce(string_agg(CAST(hi AS VARCHAR), ',' ORDER BY lo), '') FROM ledger_gaps"
+    ).fetchall()
+    return Ranges(int(row[0]), str(row[1]), str(row[2]))
 
 
 def clear(con: duckdb.DuckDBPyConnection) -> None:

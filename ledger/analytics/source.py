@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -22,6 +22,7 @@ import pyarrow as pa
 from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, Numeric
 from sqlalchemy.engine import URL
 
+from ledger.analytics.gaps import Ranges
 from ledger.errors import ConfigurationError, DatabaseUnreachable, SchemaOutOfDate
 from ledger.schema import CHANGES_TABLE, TABLE_NAME, token_usage
 from ledger.store.engine import display_url, sqlite_path
@@ -76,9 +77,8 @@ def _quoted(name: str) -> str:
 # (LATERAL on PostgreSQL, a CROSS JOIN led by the ranges on SQLite), whatever
 # their number; the integers are inlined so PostgreSQL plans with the real
 # values (a generic plan for ``seq > $1`` guesses a third of the log).
-def _changed_pg(above_seq: int, ranges: Sequence[tuple[int, int]]) -> str:
-    los = ",".join(str(int(lo)) for lo, _ in ranges)
-    his = ",".join(str(int(hi)) for _, hi in ranges)
+def _changed_pg(above_seq: int, ranges: Ranges) -> str:
+    los, his = ranges.los, ranges.his  # integer lists (checked by Ranges)
     return (
         f"SELECT seq, row_id FROM {CHANGES_TABLE} WHERE seq > {int(above_seq)} "  # noqa: S608
         f"UNION ALL SELECT c.seq, c.row_id "
@@ -88,8 +88,8 @@ def _changed_pg(above_seq: int, ranges: Sequence[tuple[int, int]]) -> str:
     )
 
 
-def _changed_sqlite(above_seq: int, ranges: Sequence[tuple[int, int]]) -> str:
-    text = ranges_json(ranges).replace("'", "''")  # integers only: no quote can occur
+def _changed_sqlite(above_seq: int, ranges: Ranges) -> str:
+    text = ranges_json(ranges.pairs())  # integers only: no quote can occur
     return (
         f"SELECT seq, row_id FROM {CHANGES_TABLE} WHERE seq > {int(above_seq)} "  # noqa: S608
         f"UNION ALL SELECT c.seq, c.row_id FROM json_each('{text}') AS g "
@@ -154,10 +154,11 @@ _SQLITE_HAS_LOG: Final = (
 class LedgerSnapshot:
     """Reads over one consistent snapshot of the ledger (see :meth:`LedgerSource.snapshot`)."""
 
-    def __init__(self, cur: Any, backend: str, url: URL) -> None:
+    def __init__(self, cur: Any, backend: str, url: URL, checked: bool = False) -> None:
         self._cur = cur
         self._backend = backend
         self._url = url
+        self._checked = checked
 
     @property
     def backend(self) -> str:
@@ -175,8 +176,7 @@ class LedgerSnapshot:
     def horizon(self) -> Horizon:
         """The change log's head in this snapshot; the ledger must be at migration 0003."""
         pg = self._backend == "postgresql"
-        (has_log,) = self._one_row(_PG_HAS_LOG if pg else _SQLITE_HAS_LOG)
-        if not has_log:
+        if not self._checked and not self._one_row(_PG_HAS_LOG if pg else _SQLITE_HAS_LOG)[0]:
             raise SchemaOutOfDate(
                 f"the ledger database {display_url(self._url)} has no change log "
                 f"({CHANGES_TABLE}); run `{UPGRADE_COMMAND}`",
@@ -195,7 +195,7 @@ class LedgerSnapshot:
         # An empty SQLite result has no types: pin them.
         return pa.table({n: table.column(n).cast(pa.int64()) for n in names})
 
-    def changes(self, above_seq: int, ranges: Sequence[tuple[int, int]]) -> pa.Table:
+    def changes(self, above_seq: int, ranges: Ranges) -> pa.Table:
         """``(seq, row_id)`` of the changes above ``above_seq`` and inside ``ranges``."""
         if self._backend == "postgresql":
             sql = _changed_pg(above_seq, ranges)
@@ -211,9 +211,7 @@ class LedgerSnapshot:
         """Every row, in id order, as Arrow batches."""
         return self._batches(self._select(""))
 
-    def rows_named(
-        self, above_seq: int, ranges: Sequence[tuple[int, int]]
-    ) -> Iterator[pa.RecordBatch]:
+    def rows_named(self, above_seq: int, ranges: Ranges) -> Iterator[pa.RecordBatch]:
         """The current version of every row the changes of :meth:`changes` name (deleted
         rows are absent), in id order."""
         if self._backend == "postgresql":
@@ -255,9 +253,10 @@ class LedgerSource:
             self._uri = url.set(drivername="postgresql").render_as_string(hide_password=False)
         else:  # database_url() already refuses these; keep the message precise anyway
             raise ConfigurationError(f"unsupported ledger backend {self.backend!r}")
+        self._conn: Any = None
+        self._checked = False  # whether the change log was found once (it stays)
 
-    @contextmanager
-    def _cursor(self) -> Iterator[Any]:
+    def _connect(self) -> Any:
         try:
             if self.backend == "sqlite":
                 conn: Any = adbc_driver_sqlite.dbapi.connect(self._uri, autocommit=True)
@@ -268,15 +267,48 @@ class LedgerSource:
                 f"cannot read the ledger database {display_url(self.url)}: {exc}",
                 url=display_url(self.url),
             ) from None
-        try:
+        if self.backend == "postgresql":
             with conn.cursor() as cur:
-                if self.backend == "postgresql":
-                    # The gap probes' row estimates are wild guesses that would
-                    # trigger JIT compilation, slower than the lookups themselves.
-                    cur.execute("SET jit = off")
-                yield cur
-        finally:
-            conn.close()
+                # The gap probes' row estimates are wild guesses that would
+                # trigger JIT compilation, slower than the lookups themselves.
+                cur.execute("SET jit = off")
+        return conn
+
+    def _begin(self) -> Any:
+        """A cursor on the kept connection, inside a new read transaction.
+
+        The connection is kept between syncs (connecting costs more than a
+        sync with nothing new); a kept one that broke (a server restart) is
+        replaced once.
+        """
+        begin = (
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+            if self.backend == "postgresql"
+            else "BEGIN"
+        )
+        for attempt in (1, 2):
+            fresh = self._conn is None
+            if self._conn is None:
+                self._conn = self._connect()
+            cur = self._conn.cursor()
+            try:
+                cur.execute(begin)
+                return cur
+            except Exception as exc:  # ADBC raises its own DBAPI errors per driver
+                cur.close()
+                self.close()
+                if fresh or attempt == 2:
+                    raise DatabaseUnreachable(
+                        f"cannot read the ledger database {display_url(self.url)}: {exc}",
+                        url=display_url(self.url),
+                    ) from None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with suppress(Exception):  # closing a broken connection may fail too
+                conn.close()
 
     @contextmanager
     def snapshot(self) -> Iterator[LedgerSnapshot]:
@@ -285,12 +317,13 @@ class LedgerSource:
         PostgreSQL: REPEATABLE READ, whose snapshot is taken at the first
         read; SQLite: a read transaction (WAL readers see one commit).
         """
-        with self._cursor() as cur:
-            if self.backend == "postgresql":
-                cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            else:
-                cur.execute("BEGIN")
-            try:
-                yield LedgerSnapshot(cur, self.backend, self.url)
-            finally:
-                cur.execute("ROLLBACK")  # read only: nothing to keep
+        cur = self._begin()
+        try:
+            yield LedgerSnapshot(cur, self.backend, self.url, self._checked)
+            self._checked = True
+            cur.execute("ROLLBACK")  # read only: nothing to keep
+        except BaseException:
+            self.close()  # its state is unknown: the next snapshot reconnects
+            raise
+        finally:
+            cur.close()

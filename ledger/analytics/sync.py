@@ -269,7 +269,7 @@ def _apply_in_one_transaction(
     con: duckdb.DuckDBPyConnection,
     snap: LedgerSnapshot,
     cursor: Cursor,
-    ranges: list[tuple[int, int]],
+    ranges: gaps.Ranges,
     changes: pa.Table,
     horizon: Horizon,
     progress: ProgressCallback | None,
@@ -306,7 +306,7 @@ def _apply_in_steps(
     snap: LedgerSnapshot,
     name: str,
     cursor: Cursor | None,
-    ranges: list[tuple[int, int]],
+    ranges: gaps.Ranges,
     changes: pa.Table | None,
     horizon: Horizon,
     total: int,
@@ -406,12 +406,14 @@ def sync(
         )
         if rebuild:
             total = snap.row_count()
-            counts = _apply_in_steps(con, snap, name, cursor, [], None, horizon, total, progress)
+            counts = _apply_in_steps(
+                con, snap, name, cursor, gaps.Ranges(0, "", ""), None, horizon, total, progress
+            )
         else:
             assert cursor is not None
             ensure_aggregates(con)
             ranges = gaps.open_ranges(con)
-            if horizon.max_seq == cursor.max_seq and not ranges:
+            if horizon.max_seq == cursor.max_seq and not ranges.count:
                 return _result(con, _Counts(), started, rebuilt=False)
             changes = snap.changes(cursor.max_seq, ranges)
             if not changes.num_rows and not gaps.closable(
