@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import socket
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,6 +35,17 @@ def fixture(name: str, status: int = 200) -> Reply:
 def _chunked(body: bytes) -> bytes:
     pieces = (body[i : i + 512] for i in range(0, len(body), 512))
     return b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in pieces) + b"0\r\n\r\n"
+
+
+class _QuietHTTPServer(ThreadingHTTPServer):
+    """Prints no traceback when a client hangs up (a benchmark closing its pool)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 def _serve(port_queue: Any, replies: Mapping[str, Reply]) -> None:
@@ -63,7 +75,7 @@ def _serve(port_queue: Any, replies: Mapping[str, Reply]) -> None:
             self.end_headers()
             self.wfile.write(reply.body)
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd = _QuietHTTPServer(("127.0.0.1", 0), Handler)
     port_queue.put(httpd.server_address[1])
     httpd.serve_forever()
 

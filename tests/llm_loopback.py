@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import sys
 import threading
 import time
 from collections import deque
@@ -51,6 +52,32 @@ class Captured:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+
+
+#: A client that goes away mid-request or mid-reply (an abandoned stream, a
+#: cascade dropping a slow attempt, a reset scripted with ``Reply.reset``).
+DISCONNECTS = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+
+
+class QuietHTTPServer(ThreadingHTTPServer):
+    """A ThreadingHTTPServer that counts a client's disconnect instead of printing it.
+
+    socketserver prints a traceback for every exception a handler raises,
+    from the handler's thread, so a test whose client hangs up on purpose
+    scatters tracebacks through the run. Any other exception is still printed.
+    """
+
+    daemon_threads = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.disconnects = 0
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], DISCONNECTS):
+            self.disconnects += 1
+            return
+        super().handle_error(request, client_address)
 
 
 class LoopbackLLM:
@@ -118,10 +145,14 @@ class LoopbackLLM:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.01,), daemon=True)
+
+    @property
+    def disconnects(self) -> int:
+        """Requests that ended because the client hung up."""
+        return self._httpd.disconnects
 
     def queue(self, *replies: Reply) -> None:
         self.replies.extend(replies)

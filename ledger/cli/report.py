@@ -30,13 +30,23 @@ VERDICT_STYLE: Final = {"warranted": "bold red", "not_warranted": "green"}
 
 @contextmanager
 def progress_bar(label: str, console: Console) -> Iterator[Callable[[int, int], None]]:
-    """A ``progress(done, total)`` callback drawing a bar once PROGRESS_DELAY_S has passed."""
+    """A ``progress(done, total)`` callback drawing a bar once PROGRESS_DELAY_S has passed.
+
+    Only on a terminal: a bar is for a person watching. Drawn into a pipe, a
+    file or a test's captured output, rich leaves blank lines and control codes
+    among the command's data, and whether it does depends on how long the sync
+    took. The bar never redirects stdout either, so data written while it is
+    up goes straight to stdout.
+    """
     started = time.monotonic()
     progress: Progress | None = None
     task: Any = None
+    drawn = console.is_terminal and not console.is_dumb_terminal
 
     def update(done: int, total: int) -> None:
         nonlocal progress, task
+        if not drawn:
+            return
         if progress is None:
             if time.monotonic() - started < PROGRESS_DELAY_S:
                 return
@@ -47,6 +57,8 @@ def progress_bar(label: str, console: Console) -> Iterator[Callable[[int, int], 
                 TimeElapsedColumn(),
                 console=console,
                 transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
             )
             progress.start()
             task = progress.add_task(label, total=total)

@@ -73,6 +73,18 @@ def test_sql_prints_csv_and_json(runner: CliRunner) -> None:
     assert table.exit_code == 0 and "3" in table.output
 
 
+def test_sql_output_holds_only_the_data_however_long_the_sync_takes(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A zero delay is what a loaded machine does to a slow sync: the bar's turn
+    # comes before the data. It must not reach the data's stream (nor stderr,
+    # which is not a terminal here).
+    monkeypatch.setattr("ledger.cli.report.PROGRESS_DELAY_S", 0.0)
+    result = runner.invoke(cli, ["sql", "SELECT 1 AS one", "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == ["one", "1"]
+
+
 def test_sql_json_handles_list_and_struct_columns(runner: CliRunner) -> None:
     query = "SELECT [1, 2] AS ids, {'usd': 1.5::DECIMAL(20,10), 'tags': ['a', NULL]} AS s"
     result = runner.invoke(cli, ["sql", query, "--format", "json"])
