@@ -71,7 +71,7 @@ def sync(full: bool, check: bool) -> None:
     --verify, compares row counts, sums per model and day and rows per session
     with the ledger and lists every difference.
     """
-    out = Console(highlight=False)
+    out = Console(highlight=False, soft_wrap=True)  # long keys stay on one line
     analytics = Analytics(sync=False)
     with analytics:
         with progress_bar("syncing the ledger", Console(stderr=True)) as update:
