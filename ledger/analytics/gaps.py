@@ -31,6 +31,7 @@ from typing import Final
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 #: A gap open this long is closed anyway: no ledger transaction lives a day.
 GAP_MAX_AGE: Final = dt.timedelta(days=1)
@@ -154,6 +155,13 @@ def update(
     ``old_max``/``new_max``: the highest seq seen before and after this sync;
     ``xmin``/``xmax``: the bounds of the snapshot it read in.
     """
+    seqs = seen.column("seq")
+    above = pc.greater(seqs, old_max)
+    if (pc.sum(above).as_py() or 0) == new_max - old_max:
+        # The new region is contiguous (the usual case, and a first sync of a
+        # ledger without rollbacks): only the seqs inside old gaps matter.
+        seen = pa.table({"seq": pc.filter(seqs, pc.invert(above))})
+        new_max = old_max
     con.register("gaps_seen", seen.select(["seq"]))
     try:
         con.execute(_GROUPS, {"old_max": old_max, "new_max": new_max, "xmax": xmax, "now": now})
