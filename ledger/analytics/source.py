@@ -277,9 +277,9 @@ class LedgerSource:
     def _begin(self) -> Any:
         """A cursor on the kept connection, inside a new read transaction.
 
-        The connection is kept between syncs (connecting costs more than a
-        sync with nothing new); a kept one that broke (a server restart) is
-        replaced once.
+        A PostgreSQL connection is kept between syncs (connecting costs more
+        than a sync with nothing new); a kept one that broke (a server
+        restart) is replaced once.
         """
         begin = (
             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
@@ -323,7 +323,11 @@ class LedgerSource:
             self._checked = True
             cur.execute("ROLLBACK")  # read only: nothing to keep
         except BaseException:
+            cur.close()
             self.close()  # its state is unknown: the next snapshot reconnects
             raise
-        finally:
-            cur.close()
+        cur.close()
+        if self.backend == "sqlite":
+            # A kept ADBC SQLite connection goes on reading its first snapshot;
+            # opening a file costs next to nothing anyway.
+            self.close()
