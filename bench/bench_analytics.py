@@ -269,12 +269,23 @@ def main() -> None:
     parser.add_argument("--gaps", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--writer-rows", type=int, default=50_000)
+    parser.add_argument(
+        "--writer-only", action="store_true", help="only the SQLite writer's change-log cost"
+    )
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     if args.pg:
         run_pg(args)
         if args.pg_only:
             return
+    if args.writer_only:
+        writer_ledger = args.workdir / "writer.db"
+        writer_ledger.unlink(missing_ok=True)
+        upgrade(make_engine(f"sqlite:///{writer_ledger}"))
+        sync_bench_pg.bench_writer_overhead(
+            f"sqlite:///{writer_ledger}", args.writer_rows, args.rounds
+        )
+        return
     ledger = args.workdir / f"ledger-{args.rows}.db"
     duck = args.workdir / f"analytics-{args.rows}.duckdb"
     if not args.reuse:

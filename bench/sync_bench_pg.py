@@ -6,6 +6,7 @@ Kept beside bench_analytics.py (which imports it) so each file stays readable.
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 import statistics
 import time
 import uuid
@@ -174,19 +175,50 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
+def _trigger_switch(url: str) -> Callable[[bool], None]:
+    """``switch(on)``: the change-log triggers enabled or not (PostgreSQL: ENABLE/DISABLE;
+    SQLite, which cannot disable one: dropped and created again from their own SQL)."""
+    if make_url(url).get_backend_name() == "postgresql":
+
+        def pg(on: bool) -> None:
+            with psycopg.connect(_plain(url), autocommit=True) as conn:
+                action = "ENABLE" if on else "DISABLE"
+                conn.execute(f"ALTER TABLE {TABLE_NAME} {action} TRIGGER USER")
+
+        return pg
+    path = make_url(url).database
+    with sqlite3.connect(str(path)) as con:
+        saved = con.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?",
+            (TABLE_NAME,),
+        ).fetchall()
+
+    def sqlite(on: bool) -> None:
+        con = sqlite3.connect(str(path))
+        try:
+            for name, sql in saved:
+                con.execute(f'DROP TRIGGER IF EXISTS "{name}"')
+                if on:
+                    con.execute(sql)
+            con.commit()
+        finally:
+            con.close()
+
+    return sqlite
+
+
 def bench_writer_overhead(url: str, rows: int, rounds: int, batch: int = 5_000) -> None:
-    """The ledger's writer (its PostgreSQL sink: COPY + INSERT … SELECT) with the change-log
-    triggers enabled and disabled, interleaved; medians of rows/s."""
+    """The ledger's writer (its sink: on PostgreSQL COPY + INSERT … SELECT, on SQLite an
+    executemany) with the change-log triggers on and off, in ABBA order; medians of rows/s."""
     engine = make_engine(url)
     sink = make_sink(engine)
+    switch = _trigger_switch(url)
     results: dict[bool, list[float]] = {True: [], False: []}
     n = 0
     try:
         for r in range(2 * rounds):
             logged = r % 2 == 0 if (r // 2) % 2 == 0 else r % 2 == 1  # ABBA order
-            with psycopg.connect(_plain(url), autocommit=True) as conn:
-                action = "ENABLE" if logged else "DISABLE"
-                conn.execute(f"ALTER TABLE {TABLE_NAME} {action} TRIGGER USER")
+            switch(logged)
             data = [to_row(_event(n + i, "bench-writer")) for i in range(rows)]
             n += rows
             started = time.perf_counter()
@@ -195,12 +227,11 @@ def bench_writer_overhead(url: str, rows: int, rounds: int, batch: int = 5_000) 
             results[logged].append(rows / (time.perf_counter() - started))
     finally:
         sink.close()
-        with psycopg.connect(_plain(url), autocommit=True) as conn:
-            conn.execute(f"ALTER TABLE {TABLE_NAME} ENABLE TRIGGER USER")
+        switch(True)
         engine.dispose()
     on, off = _median(results[True]), _median(results[False])
     print(
-        f"pg writer, change log on  {on:10,.0f} rows/s   off (baseline) {off:10,.0f} rows/s   "
-        f"overhead {100 * (1 - on / off):5.1f} %  (median of {rounds} interleaved rounds "
-        f"of {rows:,} rows; target <= 10 %)"
+        f"{engine.dialect.name} writer, change log on {on:10,.0f} rows/s   off (baseline) "
+        f"{off:10,.0f} rows/s   overhead {100 * (1 - on / off):5.1f} %  (median of {rounds} "
+        f"interleaved rounds of {rows:,} rows; target <= 10 %)"
     )

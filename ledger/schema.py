@@ -165,7 +165,9 @@ ledger_changes = Table(
     metadata,
     Column("seq", _BigIntId, primary_key=True, autoincrement=True),
     Column("row_id", BigInteger, nullable=False),
-    sqlite_autoincrement=True,
+    # No AUTOINCREMENT: SQLite's rowid is max + 1, and nothing deletes the
+    # log's newest entries, so a seq is never handed out twice; AUTOINCREMENT
+    # would write sqlite_sequence on every logged row.
 )
 
 #: Column names in table order, without the autoincrement ``id``.

@@ -3,7 +3,8 @@
 The file holds a copy of ``token_usage`` with portable types (TIMESTAMPTZ in
 UTC, DECIMAL(20,10), BOOLEAN, JSON: the same for a SQLite or a PostgreSQL
 ledger), the ``ledger_settings`` table and ``ledger_setting()`` macro the views
-read, the ``ledger_sync`` bookkeeping row, the state tables sync keeps for the
+read, the sync's bookkeeping (``ledger_sync``, ``ledger_cursor`` and
+``ledger_gaps``: :mod:`ledger.analytics.sync`), the state tables sync keeps for the
 views (:mod:`ledger.analytics.state`), and the views themselves.
 
 DuckDB lets one process open a file for writing. A second process that finds it

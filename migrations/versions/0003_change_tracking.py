@@ -104,7 +104,6 @@ def upgrade() -> None:
         ),
         sa.Column("row_id", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("seq", name=op.f("pk_ledger_changes")),
-        sqlite_autoincrement=True,
     )
     # Backfill: every existing row is one change, in id order.
     op.execute("INSERT INTO ledger_changes (row_id) SELECT id FROM token_usage ORDER BY id")
