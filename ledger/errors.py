@@ -9,6 +9,7 @@
     ├── DatabaseError                the ledger database cannot serve a command
     │   ├── DatabaseUnreachable      connecting failed (down, wrong host, bad credentials)
     │   └── SchemaOutOfDate          the schema is not at the code's Alembic head
+    ├── JournalError                 the journal cannot be created or written (also an OSError)
     ├── TooManyRequests              our rate limiter refused a client (HTTP 429, retry_after)
     ├── AllProvidersFailed           every route of a cascade failed (HTTP 503, retry_after)
     ├── BudgetExceeded               the budget guard refused a call before sending it
@@ -79,6 +80,17 @@ class SchemaOutOfDate(DatabaseError):
         super().__init__(message)
         self.current = current
         self.head = head
+
+
+class JournalError(LedgerError, OSError):
+    """The journal cannot be created or written, so an event cannot be made durable.
+
+    Raised by ``Ledger()`` when no journal segment can be created, and by
+    ``record()`` for an event it did not keep: with ``on_journal_full="refuse"``
+    at the first event the journal's disk refuses, otherwise once
+    ``max_pending_rows`` events already wait in memory. Also an ``OSError``,
+    since a disk is what failed.
+    """
 
 
 class ProviderConfigurationError(ConfigurationError):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from ledger.store.engine import display_url, make_engine
+from ledger.store import held
+from ledger.store.engine import database_url, display_url, make_engine
+from ledger.store.ledger import journal_dir_for
 from ledger.store.migrate import current_revision, head_revision, upgrade
 
 
@@ -32,13 +36,53 @@ def upgrade_command(revision: str) -> None:
 
 
 @db.command("status")
-def status_command() -> None:
-    """Print the database's schema revision next to the code's."""
-    engine = make_engine()
+@click.option(
+    "--journal-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Journal directory (default: the one the ledger database uses).",
+)
+def status_command(journal_dir: Path | None) -> None:
+    """Print the database's schema revision next to the code's, and what the journal holds.
+
+    The journal line counts events that running processes hold only in
+    memory (their journal's disk refused them): a kill loses those.
+    """
+    # Read first: it matters most when the database is the part that fails.
+    journal_lines = held_lines(journal_dir or journal_dir_for(database_url()))
     try:
-        current = current_revision(engine)
+        engine = make_engine()
+        try:
+            current = current_revision(engine)
+        finally:
+            engine.dispose()
+        head = head_revision()
+        state = "up to date" if current == head else "out of date: run `ledger db upgrade`"
+        click.echo(
+            f"{display_url(engine.url)}: revision {current or 'none'} (code: {head}), {state}"
+        )
     finally:
-        engine.dispose()
-    head = head_revision()
-    state = "up to date" if current == head else "out of date: run `ledger db upgrade`"
-    click.echo(f"{display_url(engine.url)}: revision {current or 'none'} (code: {head}), {state}")
+        for line in journal_lines:
+            click.echo(line)
+
+
+def held_lines(directory: Path) -> list[str]:
+    """What ``ledger db status`` says about events held only in memory (see ledger.store.held)."""
+    found = list(held.read_all(directory))
+    lines = [
+        f"journal {directory}: {h.held_in_memory} event(s) held only in memory by running "
+        f"process {h.pid}{_since(h)} (its journal cannot be written: they reach the "
+        "database once it takes them; killing the process loses them)"
+        for h in found
+        if h.alive and h.held_in_memory
+    ]
+    lines += [
+        f"journal {directory}: process {h.pid} ended holding {h.held_in_memory} event(s) "
+        "only in memory: they were lost"
+        for h in found
+        if not h.alive and h.held_in_memory
+    ]
+    return lines or [f"journal {directory}: no event held only in memory"]
+
+
+def _since(found: held.Held) -> str:
+    return "" if found.since is None else f" since {found.since:%Y-%m-%d %H:%M:%S} UTC"

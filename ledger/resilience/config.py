@@ -1,17 +1,22 @@
 """Settings and assembly: in process by default, Redis when ``LEDGER_REDIS_URL`` is set.
 
-==============================  ============  ==========================================
-environment variable            default       meaning
-==============================  ============  ==========================================
-``LEDGER_RATE_LIMIT``           ``60/60s``    requests per window per client (``N/Ws``,
-                                              ``N/Wm``, ``N/Wh`` or ``N/W`` seconds)
-``LEDGER_TRUSTED_PROXIES``      (none)        ``2`` (hop count) or ``10.0.0.0/8,…``
-``LEDGER_REDIS_URL``            (none)        ``redis://host:6379/0``: share limiter and cache
-``LEDGER_REDIS_PREFIX``         ``ledger:``   key prefix in Redis
-``LEDGER_CACHE_TTL_S``          ``300``       response cache TTL, seconds
-``LEDGER_CACHE_MAX_ENTRIES``    ``1024``      local cache bound, entries
-``LEDGER_CACHE_MAX_BYTES``      ``33554432``  local cache bound, bytes (32 MiB)
-==============================  ============  ==========================================
+================================  ============  ================================================
+environment variable              default       meaning
+================================  ============  ================================================
+``LEDGER_RATE_LIMIT``             ``60/60s``    requests per window per client (``N/Ws``,
+                                                ``N/Wm``, ``N/Wh`` or ``N/W`` seconds)
+``LEDGER_TRUSTED_PROXIES``        (none)        ``2`` (hop count) or ``10.0.0.0/8,…``
+``LEDGER_REDIS_URL``              (none)        ``redis://host:6379/0``: share limiter and cache
+``LEDGER_REDIS_PREFIX``           ``ledger:``   key prefix in Redis
+``LEDGER_REDIS_MAX_CONNECTIONS``  ``100``       connections per Redis client (the sync one,
+                                                one per event loop); requests beyond wait
+                                                for a free one
+``LEDGER_REDIS_TIMEOUT_S``        ``0.25``      bound on connecting, on each answer, and on
+                                                the wait for a free connection, seconds
+``LEDGER_CACHE_TTL_S``            ``300``       response cache TTL, seconds
+``LEDGER_CACHE_MAX_ENTRIES``      ``1024``      local cache bound, entries
+``LEDGER_CACHE_MAX_BYTES``        ``33554432``  local cache bound, bytes (32 MiB)
+================================  ============  ================================================
 """
 
 from __future__ import annotations
@@ -61,6 +66,15 @@ def _number(environ: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _whole(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigurationError(f"{name}={raw!r}: expected a whole number >= 1")
+    return int(raw)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ResilienceSettings:
     """Everything the resilience layer can be told; see the module docstring."""
@@ -72,6 +86,7 @@ class ResilienceSettings:
     redis_url: str | None = None
     redis_prefix: str = "ledger:"
     redis_timeout_s: float = 0.25
+    redis_max_connections: int = 100
     redis_retry_interval_s: float = 5.0
     cache_ttl_s: float = 300.0
     cache_max_entries: int = 1024
@@ -88,6 +103,8 @@ class ResilienceSettings:
             trusted_proxies=env.get("LEDGER_TRUSTED_PROXIES", ""),
             redis_url=env.get("LEDGER_REDIS_URL") or None,
             redis_prefix=env.get("LEDGER_REDIS_PREFIX") or "ledger:",
+            redis_timeout_s=_number(env, "LEDGER_REDIS_TIMEOUT_S", 0.25),
+            redis_max_connections=_whole(env, "LEDGER_REDIS_MAX_CONNECTIONS", 100),
             cache_ttl_s=_number(env, "LEDGER_CACHE_TTL_S", 300.0),
             cache_max_entries=int(_number(env, "LEDGER_CACHE_MAX_ENTRIES", 1024)),
             cache_max_bytes=int(_number(env, "LEDGER_CACHE_MAX_BYTES", 32 * 2**20)),
@@ -110,7 +127,9 @@ class Resilience:
         self.health: RedisHealth | None = None
         self.limiter: RateLimiter = local
         if s.redis_url:
-            self.connections = RedisConnections(s.redis_url, timeout_s=s.redis_timeout_s)
+            self.connections = RedisConnections(
+                s.redis_url, timeout_s=s.redis_timeout_s, max_connections=s.redis_max_connections
+            )
             self.health = RedisHealth(retry_interval_s=s.redis_retry_interval_s)
             self.limiter = RedisSlidingWindowLimiter(
                 self.connections,

@@ -20,7 +20,12 @@ flood; size ``max_keys`` well above the number of real concurrent clients.
 
 **Thread- and asyncio-safe.** One lock guards the table; it is held for a few
 dict and deque operations and never across an ``await``, so coroutines on the
-event loop and threads can share one limiter.
+event loop and threads can share one limiter. The clock is read while holding
+it, which is what makes the guarantee above exact for the times the clock
+gives: decisions are taken one at a time, in the order of their times, each
+against every earlier one. (Read before the lock, a thread paused in between
+would decide with a time other threads had already moved past, against a log
+they had trimmed for a later time, and admit past the limit.)
 """
 
 from __future__ import annotations
@@ -97,10 +102,13 @@ class SlidingWindowLimiter:
         return len(self._logs)
 
     def check(self, key: str) -> Decision:
-        now = self._clock()
-        horizon = now - self.window_s
         logs = self._logs
         with self._lock:
+            # Under the lock: decisions then happen in the order of their times,
+            # each log stays sorted, and a thread descheduled between reading
+            # the clock and deciding cannot decide with a time others have passed.
+            now = self._clock()
+            horizon = now - self.window_s
             log = logs.get(key)
             if log is None:
                 log = deque()

@@ -15,6 +15,16 @@ its recovery. Timeouts are short (Redis on the request path must answer in
 milliseconds or not at all) and a dropped connection is retried once at once,
 so a killed connection (``CLIENT KILL``) just reconnects. Other Redis errors (a
 script bug, a wrong type) are ours to fix and propagate.
+
+**A busy pool is back-pressure, not an outage.** Each client (the sync one, and
+one per event loop) has a *blocking* pool of ``max_connections``: a request
+that finds every connection in use waits for one, for at most ``timeout_s``
+(the same bound as for Redis's answer), instead of failing. redis-py's default
+pool raises ``MaxConnectionsError`` as soon as more requests are in flight than
+it has connections, which would read as "Redis is down" and hand the excess to
+the in-process limiter: each instance would then admit up to its own limit on
+top of the shared one. Only a wait that runs out (Redis too slow to free a
+connection in time) counts as unreachable.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
+from ledger.errors import ConfigurationError
 from ledger.resilience.limiter import Decision, SlidingWindowLimiter
 
 log = logging.getLogger("ledger.resilience")
@@ -91,10 +102,12 @@ class RedisHealth:
             first = self._down_until is None
             self._down_until = self._clock() + self.retry_interval_s
         if first:
+            # redis-py's messages name host and port, never the password.
             log.warning(
-                "Redis unreachable (%s): using the in-process rate limiter and skipping "
+                "Redis unreachable (%s: %s): using the in-process rate limiter and skipping "
                 "the shared response cache until it is back",
                 type(exc).__name__,
+                exc,
             )
 
     def succeeded(self) -> None:
@@ -110,16 +123,27 @@ class RedisConnections:
     """A sync client and one asyncio client per event loop, for one Redis URL.
 
     asyncio connections belong to the loop that opened them, so each loop
-    (uvicorn's, a test's) gets its own client.
+    (uvicorn's, a test's) gets its own client. Each client has a blocking pool
+    of ``max_connections``; ``timeout_s`` bounds connecting, each answer, and
+    the wait for a free connection (see the module docstring).
     """
 
-    def __init__(self, url: str, *, timeout_s: float = 0.25) -> None:
+    def __init__(self, url: str, *, timeout_s: float = 0.25, max_connections: int = 100) -> None:
+        if timeout_s <= 0 or max_connections < 1:
+            raise ConfigurationError("Redis: timeout_s > 0 and max_connections >= 1")
         self.url = url
+        self.timeout_s = timeout_s
+        self.max_connections = max_connections
         self._options: dict[str, Any] = {
+            "max_connections": max_connections,
+            "timeout": timeout_s,  # the pool's wait for a free connection
             "socket_timeout": timeout_s,
             "socket_connect_timeout": timeout_s,
         }
-        self.client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 1), **self._options)
+        pool = redis.BlockingConnectionPool.from_url(
+            url, retry=Retry(NoBackoff(), 1), **self._options
+        )
+        self.client = redis.Redis.from_pool(pool)
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, redis.asyncio.Redis] = (
             weakref.WeakKeyDictionary()
         )
@@ -128,10 +152,10 @@ class RedisConnections:
         loop = asyncio.get_running_loop()
         client = self._async.get(loop)
         if client is None:
-            retry = redis.asyncio.retry.Retry(NoBackoff(), 1)
-            client = self._async[loop] = redis.asyncio.Redis.from_url(
-                self.url, retry=retry, **self._options
+            pool = redis.asyncio.BlockingConnectionPool.from_url(
+                self.url, retry=redis.asyncio.retry.Retry(NoBackoff(), 1), **self._options
             )
+            client = self._async[loop] = redis.asyncio.Redis.from_pool(pool)
         return client
 
     def close(self) -> None:

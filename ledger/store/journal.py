@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ledger.errors import JournalError
 from ledger.schema import EVENT_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -53,10 +54,6 @@ _HEADER: Final = (
     json.dumps({"ledger_journal": FORMAT_VERSION, "columns": list(EVENT_COLUMNS)}) + "\n"
 ).encode()
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-class JournalError(OSError):
-    """The journal directory cannot be created or written."""
 
 
 def encode_row(row: Sequence[Any]) -> bytes:

@@ -14,21 +14,29 @@ import hashlib
 import logging
 import os
 import threading
+import time
 import weakref
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal, cast
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL
 
+from ledger.errors import ConfigurationError, JournalError
 from ledger.events import UsageEvent, to_row
 from ledger.store import journal
 from ledger.store.engine import database_url, make_engine, sqlite_path
-from ledger.store.journal import JournalError
+from ledger.store.held import StatusFile
 from ledger.store.migrate import check_schema
+from ledger.store.sink import Row
 from ledger.store.writer import Pending, Writer, WriterSettings
 
 ENV_JOURNAL_DIR: Final = "LEDGER_JOURNAL_DIR"
+ENV_ON_JOURNAL_FULL: Final = "LEDGER_ON_JOURNAL_FULL"
+
+#: What ``record()`` does with an event the journal's disk refuses.
+OnJournalFull = Literal["memory", "refuse"]
+_ON_JOURNAL_FULL: Final = ("memory", "refuse")
 
 log = logging.getLogger("ledger")
 
@@ -59,6 +67,21 @@ class Ledger:
     (``ledger db upgrade``). ``journal_dir`` overrides where events wait for
     the database. Events left in a journal by a process that died are written
     when the next ledger on that journal starts.
+
+    ``on_journal_full`` chooses what ``record()`` does when the journal's disk
+    refuses an event (full, read-only, gone); default ``LEDGER_ON_JOURNAL_FULL``,
+    else ``"memory"``:
+
+    * ``"memory"``: keep it in memory for the writer, up to ``max_pending_rows``
+      such events, and return normally. It reaches the database as soon as the
+      database takes it, but until then a kill (SIGKILL, OOM, power loss) loses
+      it: :attr:`held_in_memory` and ``ledger db status`` count such events.
+    * ``"refuse"``: raise :class:`~ledger.errors.JournalError` for it (not
+      recorded), so every event ``record()`` accepted is on disk.
+
+    Either way one warning is logged when the journal starts failing and one
+    line when it is written again; events still held in memory then are
+    journaled at once.
     """
 
     def __init__(
@@ -71,16 +94,24 @@ class Ledger:
         flush_interval_s: float = 0.2,
         segment_bytes: int = journal.DEFAULT_SEGMENT_BYTES,
         engine: Engine | None = None,
+        on_journal_full: OnJournalFull | None = None,
     ) -> None:
+        self.on_journal_full = _on_journal_full(on_journal_full)
         self.url = engine.url if engine is not None else database_url(url)
         self.journal_dir = journal_dir or journal_dir_for(self.url)
         self._owns_engine = engine is None
         self._engine = engine or make_engine(self.url)
         self._segment_bytes = segment_bytes
         self._segment = journal.open_segment(self.journal_dir, segment_bytes)
-        self._journal_failing = False
-        self._pending = Pending(max_pending_rows)
-        self._pending.seal_live = self._seal_live
+        try:
+            self._status = StatusFile.create(self.journal_dir)
+        except JournalError:
+            self._segment.release(delete=True)
+            raise
+        #: Why the journal refuses events (None while it takes them), and since when.
+        self._journal_error: JournalError | None = None
+        self._journal_failing_since = 0.0
+        self._pending = self._new_pending(max_pending_rows)
         self._recorded = 0
         self._closed = False
         self._settings = WriterSettings(batch_size=batch_size, flush_interval_s=flush_interval_s)
@@ -99,23 +130,40 @@ class Ledger:
         inherited = [self._segment, *(segment for _, segment in self._pending.seals)]
         for segment in inherited:
             segment.forget()
+        self._status.forget()
         self._engine.dispose(close=False)
-        self._pending = Pending(self._pending.max_rows)
-        self._pending.seal_live = self._seal_live
+        self._pending = self._new_pending(self._pending.max_rows)
         self._recorded = 0
-        self._journal_failing = False
+        self._journal_error = None
         self._segment = journal.open_segment(self.journal_dir, self._segment_bytes)
+        self._status = StatusFile.create(self.journal_dir)
         self._writer = Writer(self._engine, self.journal_dir, self._pending, self._settings)
         self._writer.start()
+
+    def _new_pending(self, max_rows: int) -> Pending:
+        pending = Pending(max_rows)
+        pending.seal_live = self._seal_live
+        pending.on_held = lambda count, since: self._status.update(count, since)
+        return pending
+
+    @property
+    def held_in_memory(self) -> int:
+        """Events recorded but neither journaled nor in the database yet: a kill loses them.
+
+        Always 0 while the journal's disk takes events, and with
+        ``on_journal_full="refuse"``.
+        """
+        return self._pending.held
 
     def record(self, event: UsageEvent) -> str:
         """Keep ``event`` and return its ``event_id``; it reaches the database shortly.
 
         Raises ``ValueError`` (naming the field) if the event is invalid, and
         ``RuntimeError`` after :meth:`close`. Database trouble is the writer's
-        to handle. If the journal's disk refuses writes, events are held in
-        memory (with one warning) up to ``max_pending_rows``; past that,
-        :class:`~ledger.store.journal.JournalError` says the event cannot be kept.
+        to handle. If the journal's disk refuses the event, what happens is
+        ``on_journal_full``'s choice (see the class): held in memory, or
+        :class:`~ledger.errors.JournalError`. Held in memory, past
+        ``max_pending_rows`` such events, ``JournalError`` all the same.
         """
         row = to_row(event)
         line = journal.encode_row(row)
@@ -123,23 +171,22 @@ class Ledger:
         with pending.lock:
             if self._closed:
                 raise RuntimeError("this Ledger is closed")
-            if not self._journal(line):
-                if len(pending.unjournaled) >= pending.max_rows:
-                    raise JournalError(
-                        f"the journal {self.journal_dir} cannot be written and "
-                        f"{len(pending.unjournaled)} events already wait in memory"
-                    )
-                pending.unjournaled.append(row)
-            elif len(pending.rows) < pending.max_rows:
-                pending.rows.append(row)
-            elif not pending.spilled:
-                pending.spilled = True
-                log.warning(
-                    "ledger: %d events are waiting for the database; new ones are kept in "
-                    "the journal %s only until it catches up",
-                    len(pending.rows),
-                    self.journal_dir,
+            if self._journal(line):
+                self._queue_journaled(row)
+            elif self.on_journal_full == "refuse":
+                raise JournalError(
+                    f"event {event.event_id} not recorded: the journal {self.journal_dir} "
+                    f"cannot be written ({self._journal_error}); on_journal_full='refuse'"
                 )
+            elif len(pending.unjournaled) >= pending.max_rows:
+                raise JournalError(
+                    f"event {event.event_id} not recorded: the journal {self.journal_dir} "
+                    f"cannot be written ({self._journal_error}) and {len(pending.unjournaled)} "
+                    "events already wait in memory (max_pending_rows)"
+                )
+            else:
+                pending.unjournaled.append(row)
+                pending.change_held(1)
             self._recorded += 1
             pending.count += 1
             backlog = len(pending.rows) + len(pending.unjournaled)
@@ -147,21 +194,95 @@ class Ledger:
             self._writer.wake()
         return event.event_id
 
+    def _queue_journaled(self, row: Row) -> None:
+        """Hand a journaled row to the writer: in memory, or on disk only past ``max_rows``."""
+        pending = self._pending
+        if not pending.spilled and len(pending.rows) < pending.max_rows:
+            pending.rows.append(row)
+        elif not pending.spilled:
+            pending.spilled = True
+            log.warning(
+                "ledger: %d events are waiting for the database; new ones are kept in "
+                "the journal %s only until it catches up",
+                len(pending.rows),
+                self.journal_dir,
+            )
+
     def _journal(self, line: bytes) -> bool:
-        """Append to the live segment (sealing it when full); False if the disk refuses."""
+        """Append to the live segment (sealing it when full); False if the disk refuses.
+
+        A failing journal stays failing (one episode, one warning) until a new
+        segment opens, even if shorter lines still fit in the old one meanwhile.
+        """
         try:
             if not self._segment.fits(line):
                 self._rotate(len(line))
+                if self._journal_error is not None:
+                    self._journal_held()
+                    if not self._segment.fits(line):
+                        self._rotate(len(line))
         except JournalError as exc:
-            if not self._journal_failing:
-                self._journal_failing = True
-                log.warning(
-                    "ledger: %s; events are held in memory only until it can be written", exc
-                )
+            self._journal_refused(exc)
             return False
-        self._journal_failing = False
         journal.append(self._segment, line)
         return True
+
+    def _journal_refused(self, exc: JournalError) -> None:
+        first = self._journal_error is None
+        self._journal_error = exc
+        if not first:
+            return
+        self._journal_failing_since = time.monotonic()
+        if self.on_journal_full == "refuse":
+            log.warning(
+                "ledger: %s; record() refuses new events with JournalError until the journal "
+                "can be written (on_journal_full='refuse'; logged once until then)",
+                exc,
+            )
+        else:
+            log.warning(
+                "ledger: %s; new events are held only in memory until the journal can be "
+                "written: each reaches the database once it takes it, but is lost if this "
+                "process dies first, killed or not (`ledger db status` counts them; "
+                "on_journal_full='refuse' raises JournalError instead; logged once until then)",
+                exc,
+            )
+
+    def _journal_held(self) -> None:
+        """The journal takes events again: journal those still held in memory, end the episode.
+
+        Called under the pending lock right after a new segment opened. Rows the
+        writer already took stay in its hands until it commits them.
+        """
+        pending = self._pending
+        moved = 0
+        try:
+            for row in pending.unjournaled:
+                line = journal.encode_row(row)
+                if not self._segment.fits(line):
+                    self._rotate(len(line))
+                journal.append(self._segment, line)
+                self._queue_journaled(row)
+                moved += 1
+        finally:
+            if moved:
+                del pending.unjournaled[:moved]
+                pending.change_held(-moved)
+        since = time.monotonic() - self._journal_failing_since
+        if moved or pending.held:
+            log.warning(
+                "ledger: the journal %s can be written again after %.1f s; %d event(s) held in "
+                "memory were journaled, %d are still held until the database takes them",
+                self.journal_dir,
+                since,
+                moved,
+                pending.held,
+            )
+        else:
+            log.warning(
+                "ledger: the journal %s can be written again after %.1f s", self.journal_dir, since
+            )
+        self._journal_error = None
 
     def _rotate(self, line_bytes: int = 0) -> journal.Segment:
         """Seal the live segment and open the next (called under the pending lock)."""
@@ -173,6 +294,11 @@ class Ledger:
 
     def _seal_live(self) -> None:
         self._rotate()
+        if self._journal_error is not None:
+            moved = bool(self._pending.unjournaled)
+            self._journal_held()
+            if moved:  # a spilled hand-over reads sealed segments only: seal these rows too
+                self._rotate()
 
     def flush(self, timeout: float | None = 10.0) -> bool:
         """Wait until every event recorded so far is in the database (or dead-lettered).
@@ -194,9 +320,23 @@ class Ledger:
             if self._closed:
                 return
             self._closed = True
+            if self._journal_error is not None and self._pending.unjournaled:
+                try:  # the disk may have room again: journaled, nothing is lost below
+                    self._rotate()
+                    self._journal_held()
+                except JournalError:
+                    pass
         done = self.flush(timeout)
         self._writer.stop(timeout=5.0)
+        if self._pending.held:
+            log.error(
+                "ledger: closing with %d event(s) held only in memory (the journal %s could "
+                "not be written and the database did not take them in time): they are lost",
+                self._pending.held,
+                self.journal_dir,
+            )
         self._segment.release(delete=done and not self._pending.count)
+        self._status.close()
         if self._owns_engine:
             self._engine.dispose()
         _live.discard(self)
@@ -206,6 +346,14 @@ class Ledger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _on_journal_full(choice: str | None) -> OnJournalFull:
+    value = choice if choice is not None else os.environ.get(ENV_ON_JOURNAL_FULL) or "memory"
+    if value not in _ON_JOURNAL_FULL:
+        source = "on_journal_full" if choice is not None else ENV_ON_JOURNAL_FULL
+        raise ConfigurationError(f"{source}={value!r}: expected 'memory' or 'refuse'")
+    return cast(OnJournalFull, value)
 
 
 def replay(url: str | URL | None = None, *, journal_dir: Path | None = None) -> int:
@@ -243,15 +391,38 @@ def default_ledger() -> Ledger:
         return _default
 
 
+#: Writers whose ``in_driver`` lock the forking thread holds, between before and after.
+_held_for_fork: list[threading.Lock] = []
+
+
+def _before_fork() -> None:
+    # Wait until no writer is inside the database driver (one statement at most):
+    # the child must not inherit a driver mutex locked by a thread it does not have.
+    for ledger in list(_live):
+        lock = ledger._writer.in_driver
+        lock.acquire()
+        _held_for_fork.append(lock)
+
+
+def _after_fork_in_parent() -> None:
+    while _held_for_fork:
+        _held_for_fork.pop().release()
+
+
 def _after_fork_in_child() -> None:
     global _default_lock
+    _after_fork_in_parent()  # the locks of the writers the child is about to replace
     _default_lock = threading.Lock()  # another thread may have held it at the fork
     for ledger in list(_live):
         if not ledger._closed:
             ledger._after_fork_in_child()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)
 
 
 @atexit.register

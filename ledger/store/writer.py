@@ -28,6 +28,7 @@ skipped).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
@@ -37,8 +38,8 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from ledger.errors import DatabaseError
-from ledger.store import journal
+from ledger.errors import DatabaseError, JournalError
+from ledger.store import held, journal
 from ledger.store.engine import display_url
 from ledger.store.migrate import check_schema
 from ledger.store.sink import Row, Sink, make_sink, rejection_errors
@@ -75,15 +76,36 @@ class Pending:
         self.unjournaled: list[Row] = []
         self.count = 0
         self.spilled = False
+        #: Events not journaled and not yet committed: ``unjournaled`` and those the
+        #: writer holds. A kill loses them.
+        self.held = 0
+        self.held_since: dt.datetime | None = None
         #: Called under ``lock`` to seal the live segment before a spilled hand-over.
         self.seal_live: Callable[[], None] | None = None
+        #: Called under ``lock`` with (held, held_since) each time ``held`` changes.
+        self.on_held: Callable[[int, dt.datetime | None], None] | None = None
+
+    def change_held(self, delta: int) -> None:
+        """Count events held only in memory up or down (call it under ``lock``)."""
+        before, self.held = self.held, self.held + delta
+        if before == 0 and self.held:
+            self.held_since = dt.datetime.now(dt.UTC)
+        elif not self.held:
+            self.held_since = None
+        if self.on_held is not None:
+            self.on_held(self.held, self.held_since)
+
+    def committed_held(self, count: int) -> None:
+        """The writer committed ``count`` events that were held only in memory."""
+        with self.lock:
+            self.change_held(-count)
 
     def take(self) -> Taken:
         with self.lock:
             if self.spilled and self.seal_live is not None:
                 try:
                     self.seal_live()  # every spilled event is now in a sealed segment
-                except journal.JournalError:
+                except JournalError:
                     return self._take_memory_only()
             taken = Taken(self.rows, self.seals, self.count, self.spilled, self.unjournaled)
             self.rows, self.seals, self.count, self.spilled = [], [], 0, False
@@ -134,6 +156,11 @@ class Writer:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.progress = _Progress()
+        #: Held while this writer is inside the database driver. A fork waits for it
+        #: (see ledger.store.ledger): a thread inside SQLite holds SQLite's own
+        #: mutexes, and a child forked then inherits them locked and hangs on its
+        #: first connect.
+        self.in_driver = threading.Lock()
         self._schema_ok = False
         self._failing_since: float | None = None
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
@@ -162,7 +189,8 @@ class Writer:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
-        self._sink.close()
+        with self.in_driver:
+            self._sink.close()
 
     # -- the thread ------------------------------------------------------------------
 
@@ -190,8 +218,12 @@ class Writer:
 
     def _write_all(self, taken: Taken) -> bool:
         """Write a hand-over in batches; delete each sealed segment once its rows are in."""
-        if taken.unjournaled and not self._commit(taken.unjournaled):
-            return False
+        if taken.unjournaled:
+            if not self._write(taken.unjournaled):
+                return False
+            # Before _advance wakes flush(): once it returns, nothing it covered is held.
+            self._pending.committed_held(len(taken.unjournaled))
+            self._advance(len(taken.unjournaled))
         if taken.spilled:
             return self._write_from_disk(taken)
         rows, seals = taken.rows, taken.seals
@@ -235,6 +267,14 @@ class Writer:
         return self._replay_orphans(retry=False)
 
     def _replay_orphans(self, *, retry: bool = True) -> int:
+        for lost in held.sweep(self._directory):
+            log.error(
+                "ledger: process %d ended holding %d event(s) only in memory (its journal %s "
+                "could not be written and the database had not taken them): they were lost",
+                lost.pid,
+                lost.held_in_memory,
+                self._directory,
+            )
         total = 0
         for found in journal.orphans(self._directory):
             if found.bad_lines:
@@ -264,10 +304,11 @@ class Writer:
         delay = self._settings.backoff_initial_s
         while True:
             try:
-                if not self._schema_ok:
-                    check_schema(self._engine)
-                    self._schema_ok = True
-                self._sink.insert(rows)
+                with self.in_driver:
+                    if not self._schema_ok:
+                        check_schema(self._engine)
+                        self._schema_ok = True
+                    self._sink.insert(rows)
             except self._rejected as exc:
                 if self._reject(rows, exc):
                     self._recovered()
@@ -313,7 +354,8 @@ class Writer:
         reasons: set[str] = set()
         for row in rows:
             try:
-                self._sink.insert([row])
+                with self.in_driver:
+                    self._sink.insert([row])
             except self._rejected as row_exc:
                 refused.append(journal.encode_row(row).decode("utf-8"))
                 reasons.add(f"{type(row_exc).__name__}: {row_exc}".splitlines()[0])

@@ -102,6 +102,63 @@ def test_threads_hammering_one_key_get_exactly_the_limit() -> None:
     assert sum(allowed) == 500
 
 
+class InterleavingClock:
+    """A clock the test drives, which can stop one thread right after it read the time.
+
+    ``now`` is what it reads. The thread set as ``paused`` is held, once, after
+    reading (as if descheduled between reading the time and deciding) until
+    ``resume`` is set; ``read`` tells the test it got there. ``readings`` keeps
+    what each thread read last.
+    """
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.paused: threading.Thread | None = None
+        self.read = threading.Event()
+        self.resume = threading.Event()
+        self.readings: dict[int, float] = {}
+
+    def __call__(self) -> float:
+        value = self.readings[threading.get_ident()] = self.now
+        if threading.current_thread() is self.paused:
+            self.paused = None
+            self.read.set()
+            self.resume.wait(30)
+        return value
+
+
+def test_a_thread_paused_after_reading_the_clock_cannot_decide_out_of_time_order() -> None:
+    clock = InterleavingClock(0.0)
+    limiter = SlidingWindowLimiter(2, 10.0, clock=clock)
+    admitted: list[float] = []  # the clock reading each admitted decision was made with
+
+    def decide() -> None:
+        if limiter.check("k").allowed:
+            admitted.append(clock.readings[threading.get_ident()])
+
+    decide()
+    clock.now = 1.0
+    decide()
+    clock.now = 5.0  # (-5, 5] holds both: a request now must be refused
+    a = threading.Thread(target=decide)
+    clock.paused = a
+    a.start()
+    assert clock.read.wait(30)
+    clock.now = 11.5  # both have left (1.5, 11.5]: a request now must be admitted
+    b = threading.Thread(target=decide)
+    b.start()
+    # Reading the time outside the lock lets b decide here, and a then decide with
+    # its stale 5.0 against a log b has already trimmed. Read under the lock, b
+    # waits for a's decision (and this join times out).
+    b.join(timeout=1.0)
+    clock.resume.set()
+    a.join(30)
+    b.join(30)
+    assert sorted(admitted) == [0.0, 1.0, 11.5]
+    for i, start in enumerate(sorted(admitted)):
+        assert sum(1 for t in sorted(admitted)[i:] if t < start + 10.0) <= 2
+
+
 async def test_coroutines_share_one_limiter() -> None:
     limiter = SlidingWindowLimiter(30, 60.0)
     decisions = await asyncio.gather(*(limiter.acheck("k") for _ in range(100)))

@@ -7,11 +7,15 @@ import logging
 import socket
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+import httpx
 import pytest
 import redis
 
 from ledger.resilience.cache import ResponseCache
+from ledger.resilience.config import Resilience, ResilienceSettings
 from ledger.resilience.limiter import SlidingWindowLimiter
 from ledger.resilience.redis_backend import (
     RedisCacheStore,
@@ -19,6 +23,7 @@ from ledger.resilience.redis_backend import (
     RedisHealth,
     RedisSlidingWindowLimiter,
 )
+from tests.resilience.servers import LoopbackServer
 from tests.tcp_relay import TcpRelay
 
 
@@ -196,3 +201,132 @@ def test_a_killed_connection_reconnects_without_falling_back(
     assert limiter.check("k").allowed
     assert admin.zcard(f"{redis_prefix}rl:k") == 2
     assert not limiter.health.down and warnings_in(caplog) == []
+
+
+async def test_more_requests_in_flight_than_pooled_connections_keep_the_exact_limit(
+    redis_url: str, redis_prefix: str, admin: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """150 requests at once through uvicorn and the middleware, limit 50: exactly 50 pass.
+
+    Redis is held (a relay that forwards nothing) until all 150 are inside the
+    server, so more requests wait on Redis than its pool (100 connections) has
+    connections. Waiting for a connection is back-pressure, not an outage: no
+    warning, no fallback to the in-process limiter, and one shared count.
+    """
+    target = admin.connection_pool.connection_kwargs
+    relay = TcpRelay((target.get("host", "127.0.0.1"), target.get("port", 6379)))
+    resilience = Resilience(
+        ResilienceSettings(
+            rate_limit=50,
+            window_s=60.0,
+            redis_url=f"redis://127.0.0.1:{relay.port}/{target.get('db', 0)}",
+            redis_prefix=redis_prefix,
+            redis_timeout_s=60.0,  # the hold must not read as Redis timing out
+        )
+    )
+    inside = 0
+
+    async def agent(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    limited = resilience.middleware(agent)
+
+    async def counting(scope: Any, receive: Any, send: Any) -> None:
+        nonlocal inside
+        inside += scope["type"] == "http"
+        await limited(scope, receive, send)
+
+    relay.hold()
+    try:
+        with (
+            caplog.at_level(logging.INFO, logger="ledger.resilience"),
+            LoopbackServer(counting) as server,
+        ):
+            limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+            async with httpx.AsyncClient(base_url=server.url, timeout=90, limits=limits) as client:
+                requests = [asyncio.create_task(client.get("/ask")) for _ in range(150)]
+                deadline = time.monotonic() + 60
+                while inside < 150:
+                    assert time.monotonic() < deadline, f"only {inside} requests arrived"
+                    await asyncio.sleep(0.01)
+                relay.release()
+                responses = await asyncio.gather(*requests)
+            resilience.close()  # while uvicorn's loop, which owns its connections, runs
+    finally:
+        resilience.close()
+        relay.close()
+    statuses = [r.status_code for r in responses]
+    assert (statuses.count(200), statuses.count(429)) == (50, 100)
+    assert admin.zcard(f"{redis_prefix}rl:127.0.0.1") == 50
+    assert warnings_in(caplog) == []
+    assert resilience.health is not None and not resilience.health.down
+
+
+@pytest.fixture
+def held_relay(admin: redis.Redis) -> Iterator[tuple[TcpRelay, str]]:
+    """A relay to the real Redis that forwards nothing until released, and its URL."""
+    target = admin.connection_pool.connection_kwargs
+    relay = TcpRelay((target.get("host", "127.0.0.1"), target.get("port", 6379)))
+    relay.hold()
+    yield relay, f"redis://127.0.0.1:{relay.port}/{target.get('db', 0)}"
+    relay.close()
+
+
+async def test_requests_beyond_the_pool_wait_for_a_connection(
+    held_relay: tuple[TcpRelay, str], redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    relay, url = held_relay
+    conns = RedisConnections(url, timeout_s=60.0, max_connections=5)
+    limiter = RedisSlidingWindowLimiter(conns, 10, 30.0, prefix=redis_prefix)
+    with caplog.at_level(logging.WARNING, logger="ledger.resilience"):
+        checks = [asyncio.create_task(limiter.acheck("k")) for _ in range(40)]
+        deadline = time.monotonic() + 30
+        while relay.accepted < 5:  # the pool is full; 35 checks wait for a connection
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        relay.release()
+        decisions = await asyncio.gather(*checks)
+        await conns.aclose()
+    conns.close()
+    assert sum(d.allowed for d in decisions) == 10
+    assert relay.accepted == 5, "never more connections than the pool allows"
+    assert warnings_in(caplog) == [] and not limiter.health.down
+
+
+def test_threads_beyond_the_pool_wait_for_a_connection(
+    held_relay: tuple[TcpRelay, str], redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    relay, url = held_relay
+    conns = RedisConnections(url, timeout_s=60.0, max_connections=2)
+    limiter = RedisSlidingWindowLimiter(conns, 5, 30.0, prefix=redis_prefix)
+    with (
+        caplog.at_level(logging.WARNING, logger="ledger.resilience"),
+        ThreadPoolExecutor(max_workers=12) as pool,
+    ):
+        checks = [pool.submit(limiter.check, "k") for _ in range(12)]
+        deadline = time.monotonic() + 30
+        while relay.accepted < 2:  # both connections taken; ten threads wait for one
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        relay.release()
+        decisions = [check.result(timeout=60) for check in checks]
+    conns.close()
+    assert sum(d.allowed for d in decisions) == 5
+    assert relay.accepted == 2 and warnings_in(caplog) == [] and not limiter.health.down
+
+
+async def test_the_wait_for_a_connection_is_bounded(
+    held_relay: tuple[TcpRelay, str], redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, url = held_relay  # Redis never answers: the one connection stays busy
+    conns = RedisConnections(url, timeout_s=0.2, max_connections=1)
+    limiter = RedisSlidingWindowLimiter(conns, 10, 30.0, prefix=redis_prefix)
+    with caplog.at_level(logging.WARNING, logger="ledger.resilience"):
+        decisions = await asyncio.wait_for(
+            asyncio.gather(*(limiter.acheck("k") for _ in range(3))), timeout=30
+        )
+        await conns.aclose()
+    conns.close()
+    assert all(d.allowed for d in decisions)  # served in process meanwhile
+    assert limiter.health.down and len(warnings_in(caplog)) == 1

@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.engine import make_url
 
+from ledger.errors import ConfigurationError, JournalError
 from ledger.events import UsageEvent
 from ledger.schema import token_usage
 from ledger.store.engine import make_engine
@@ -341,23 +342,78 @@ def test_a_table_dropped_at_runtime_is_an_outage_not_a_dead_letter(
     assert "no such table" in caplog.text or "does not exist" in caplog.text
 
 
-def test_a_full_disk_keeps_events_in_memory_and_warns_once(
+def no_space(fd: int, offset: int, length: int) -> None:
+    raise OSError(28, "No space left on device")
+
+
+def padded(i: int) -> UsageEvent:
+    """Events of two sizes: once a segment is too full for a long line, short ones still fit."""
+    return usage(tags={"pad": "x" * 1500} if i % 2 else None)
+
+
+def test_a_full_disk_keeps_events_in_memory_and_warns_once_per_episode(
     sqlite_url: str,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     led = Ledger(sqlite_url, journal_dir=tmp_path / "j", segment_bytes=8_192)
-
-    def no_space(fd: int, offset: int, length: int) -> None:
-        raise OSError(28, "No space left on device")
-
     monkeypatch.setattr(os, "posix_fallocate", no_space)  # every new segment now fails
     with caplog.at_level(logging.WARNING, logger="ledger"):
-        recorded = [led.record(usage()) for _ in range(500)]
+        recorded = [led.record(padded(i)) for i in range(500)]
         assert led.flush(timeout=20)
-    monkeypatch.undo()
+        assert led.held_in_memory == 0, "the database took them all"
+        monkeypatch.undo()
+        recorded += [led.record(padded(1)) for _ in range(10)]  # opens a new segment
+        assert led.flush(timeout=20)
     led.close()
     assert sorted(stored_ids(sqlite_url)) == sorted(recorded)
-    warnings = [r for r in caplog.records if "held in memory" in r.getMessage()]
-    assert len(warnings) == 1 and "No space left" in warnings[0].getMessage()
+    messages = [r.getMessage() for r in caplog.records]
+    held = [m for m in messages if "held only in memory" in m]
+    assert len(held) == 1, held
+    assert "No space left" in held[0] and "lost if this process dies" in held[0]
+    assert len([m for m in messages if "can be written again" in m]) == 1
+
+
+def test_refuse_raises_at_the_first_event_the_journal_cannot_take(
+    sqlite_url: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine = make_engine(sqlite_url)
+    downgrade(engine, "base")  # the database is not writing either: only the journal holds them
+    journal_dir = tmp_path / "j"
+    led = Ledger(sqlite_url, journal_dir=journal_dir, segment_bytes=8_192, on_journal_full="refuse")
+    monkeypatch.setattr(os, "posix_fallocate", no_space)
+    accepted: list[str] = []
+    refused: list[JournalError] = []
+    with caplog.at_level(logging.WARNING, logger="ledger"):
+        for i in range(200):
+            event = padded(i)
+            try:
+                accepted.append(led.record(event))
+            except JournalError as exc:
+                refused.append(exc)
+                assert event.event_id in str(exc)
+        assert accepted and refused and led.held_in_memory == 0
+        # Every event record() accepted is on disk, in the journal.
+        on_disk = "".join(p.read_text(errors="replace") for p in segments(journal_dir))
+        assert all(eid in on_disk for eid in accepted)
+        monkeypatch.undo()
+        accepted.append(led.record(padded(1)))
+        upgrade(engine)
+        assert led.flush(timeout=20)
+    led.close()
+    engine.dispose()
+    assert sorted(stored_ids(sqlite_url)) == sorted(accepted)
+    assert isinstance(refused[0], OSError) and "No space left" in str(refused[0])
+    assert "on_journal_full='refuse'" in str(refused[0])
+    warnings = [r.getMessage() for r in caplog.records if "JournalError" in r.getMessage()]
+    assert len(warnings) == 1 and "refuses new events" in warnings[0]
+    assert len([r for r in caplog.records if "can be written again" in r.getMessage()]) == 1
+
+
+def test_the_journal_full_choice_is_checked(sqlite_url: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="on_journal_full='drop'"):
+        Ledger(sqlite_url, journal_dir=tmp_path / "j", on_journal_full="drop")  # type: ignore[arg-type]
