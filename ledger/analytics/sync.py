@@ -72,6 +72,9 @@ CHUNK_ROWS: Final = 262_144
 #: Rows a bulk sync copies between two checkpoints (see :func:`_apply_in_steps`).
 CHECKPOINT_ROWS: Final = 2_000_000
 
+#: Up to this many changed rows are read by listing their ids (else by the log again).
+LISTED_IDS: Final = 50_000
+
 #: ``progress(rows_done, rows_total)``, called after each chunk of a sync.
 ProgressCallback = Callable[[int, int], None]
 
@@ -280,7 +283,12 @@ def _apply_in_one_transaction(
     def work() -> None:
         if changes.num_rows:
             _take_changed_ids(con, changes)
-            for chunk in _chunks(snap.rows_named(cursor.max_seq, ranges)):
+            distinct = pc.unique(changes.column("row_id"))
+            if len(distinct) <= LISTED_IDS:
+                named = snap.rows_with_ids(distinct)
+            else:
+                named = snap.rows_named(cursor.max_seq, ranges)
+            for chunk in _chunks(named):
                 _insert(con, chunk)
             _new_rows_table(con)
             _count_effects(con, counts)
