@@ -2,7 +2,8 @@
 
 * :func:`analytics_for` is a ``st.cache_resource``: one
   :class:`~ledger.analytics.Analytics` (one DuckDB connection, a cursor per
-  query) for the server process, checked against the ledger's schema first.
+  query) for the server process; opening it runs the ledger check every
+  command runs (:func:`ledger.store.migrate.check_ledger`).
 * :func:`data_version` syncs new ledger rows at most every ``REFRESH_S``
   seconds; its value (the last copied id and row count) is part of every
   result's cache key, so results recompute exactly when the ledger grew.
@@ -20,9 +21,7 @@ from typing import Any, Final
 import streamlit as st
 
 from ledger.analytics import Analytics, Filters, LedgerOptions
-from ledger.errors import DatabaseError
-from ledger.store.engine import database_url, display_url, make_engine, sqlite_path
-from ledger.store.migrate import check_schema
+from ledger.store.engine import database_url, display_url
 
 #: Seconds between two looks for new ledger rows.
 REFRESH_S: Final = 30
@@ -30,34 +29,9 @@ REFRESH_S: Final = 30
 RESULT_TTL_S: Final = 3600
 
 
-class LedgerMissing(DatabaseError):
-    """The SQLite ledger file does not exist (nothing was ever recorded or migrated)."""
-
-    def __init__(self, message: str, *, path: str) -> None:
-        super().__init__(message)
-        self.path = path
-
-
 def ledger_url() -> str:
     """The ledger's URL as a cache key (``LEDGER_DATABASE_URL`` or the default file)."""
     return database_url().render_as_string(hide_password=False)
-
-
-def check_ledger(url: str) -> None:
-    """Raise the :class:`DatabaseError` that says what is wrong with the ledger, if anything.
-
-    A missing SQLite file is reported as such rather than created empty by
-    connecting to it.
-    """
-    resolved = database_url(url)
-    path = sqlite_path(resolved)
-    if path is not None and not path.exists():
-        raise LedgerMissing(f"there is no ledger database at {path}", path=str(path))
-    engine = make_engine(resolved)
-    try:
-        check_schema(engine)
-    finally:
-        engine.dispose()
 
 
 def _close(analytics: Analytics) -> None:
@@ -66,13 +40,13 @@ def _close(analytics: Analytics) -> None:
 
 @st.cache_resource(show_spinner="Opening the ledger…", on_release=_close)
 def analytics_for(url: str) -> Analytics:
-    """The process's Analytics over ``url``; raises (and caches nothing) when the ledger is unfit.
+    """The process's Analytics over ``url``; raises (and caches nothing) when the ledger is unfit:
+    missing, unmigrated or unreachable (each a :class:`~ledger.errors.DatabaseError`).
 
     ``allow_memory``: when another process holds the analytics file (a second
     dashboard, a long ``ledger export``) this one still works, on a private
     in-memory copy.
     """
-    check_ledger(url)
     return Analytics(url, sync=False, allow_memory=True)
 
 

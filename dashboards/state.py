@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboards.data import LedgerMissing
-from ledger.errors import ConfigurationError, DatabaseUnreachable, LedgerError, SchemaOutOfDate
+from ledger.errors import (
+    ConfigurationError,
+    DatabaseUnreachable,
+    LedgerError,
+    LedgerMissing,
+    SchemaOutOfDate,
+)
 from ledger.store.engine import ENV_URL
 
 DEMO_COMMAND = "ledger demo"

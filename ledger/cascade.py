@@ -94,8 +94,10 @@ class RetryPolicy:
             raise ValueError("tries_per_route must be at least 1")
 
 
-class _Plan:
-    """The cascade's decisions for one call, free of I/O (shared by sync and async)."""
+class Plan:
+    """The cascade's decisions for one call, free of I/O: shared by the sync and async
+    cascades, and driven by the gateway (:mod:`ledger.gateway`), which sends and relays
+    bytes itself but must fall back, give up and answer 503 exactly as they do."""
 
     def __init__(
         self,
@@ -190,8 +192,8 @@ class _CascadeBase:
         self._rng = random.Random(seed)  # jitter, not security
         self._clock = clock
 
-    def _plan(self) -> _Plan:
-        return _Plan(self.routes, self.retry, self.default_retry_after_s, self._rng, self._clock)
+    def _plan(self) -> Plan:
+        return Plan(self.routes, self.retry, self.default_retry_after_s, self._rng, self._clock)
 
 
 class Cascade(_CascadeBase):
@@ -420,6 +422,7 @@ __all__ = [
     "AsyncCascadeStream",
     "Cascade",
     "CascadeStream",
+    "Plan",
     "RetryPolicy",
     "Route",
 ]

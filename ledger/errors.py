@@ -7,9 +7,11 @@
     │   ├── ProviderConfigurationError   a provider is misdeclared or lacks a key/URL
     │   └── BudgetConfigurationError     a budgets file is invalid (file, key, what was expected)
     ├── DatabaseError                the ledger database cannot serve a command
+    │   ├── LedgerMissing            the SQLite ledger file does not exist (never created)
     │   ├── DatabaseUnreachable      connecting failed (down, wrong host, bad credentials)
     │   └── SchemaOutOfDate          the schema is not at the code's Alembic head
     ├── JournalError                 the journal cannot be created or written (also an OSError)
+    ├── ReadOnlyQuery                ad hoc SQL would change the analytics copy: refused
     ├── TooManyRequests              our rate limiter refused a client (HTTP 429, retry_after)
     ├── AllProvidersFailed           every route of a cascade failed (HTTP 503, retry_after)
     ├── BudgetExceeded               the budget guard refused a call before sending it
@@ -65,6 +67,31 @@ class DatabaseError(LedgerError):
     """The ledger database cannot serve the command that was asked of it."""
 
 
+class LedgerMissing(DatabaseError):
+    """The SQLite ledger file does not exist: nothing was ever recorded or migrated.
+
+    Raised instead of connecting, which would create an empty file (and its
+    directories) where a read command should create nothing.
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class ReadOnlyQuery(LedgerError):
+    """Ad hoc SQL asked to change the analytics copy (DELETE, UPDATE, CREATE, SET…).
+
+    The copy is the ledger's rows and the aggregates kept from them; sync only
+    ever appends, so an edit would never be undone and every view would
+    disagree with the ledger. ``statement`` is the refused statement's kind.
+    """
+
+    def __init__(self, message: str, *, statement: str) -> None:
+        super().__init__(message)
+        self.statement = statement
+
+
 class DatabaseUnreachable(DatabaseError):
     """Connecting to the database failed; the message names the URL (password hidden)."""
 
@@ -74,12 +101,17 @@ class DatabaseUnreachable(DatabaseError):
 
 
 class SchemaOutOfDate(DatabaseError):
-    """The database's schema revision is not the code's; ``ledger db upgrade`` fixes it."""
+    """The database's schema revision is not the code's; ``ledger db upgrade`` fixes it.
 
-    def __init__(self, message: str, *, current: str | None, head: str) -> None:
+    ``current`` is None when there is no ledger schema at all; ``where`` is the
+    database's URL (password hidden).
+    """
+
+    def __init__(self, message: str, *, current: str | None, head: str, where: str = "") -> None:
         super().__init__(message)
         self.current = current
         self.head = head
+        self.where = where
 
 
 class JournalError(LedgerError, OSError):

@@ -13,6 +13,12 @@ Money columns hold ``Decimal`` values (exact, as in the ledger); timestamps
 are tz-aware UTC. One DuckDB connection, a fresh cursor per query (a DuckDB connection is not
 safe to share between threads, its cursors are), and :meth:`refresh` that
 costs two index lookups when the ledger has nothing new.
+
+Every query reads only (:mod:`ledger.analytics.readonly`). Opening checks the
+ledger first (:func:`~ledger.store.migrate.check_ledger`: missing, unmigrated,
+unreachable) and creates nothing when it is unfit. When another process holds
+the DuckDB file (a running dashboard), the object works on a private
+in-memory copy of the ledger instead, unless ``allow_memory=False``.
 """
 
 from __future__ import annotations
@@ -29,12 +35,13 @@ from sqlalchemy.engine import URL
 
 from ledger.analytics import figures, local, views
 from ledger.analytics.export import ExportResult, export_parquet
+from ledger.analytics.readonly import check_read_only
 from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.analytics.source import LedgerSource
 from ledger.analytics.sync import ProgressCallback, SyncResult, ensure_aggregates, sync
 from ledger.analytics.verify import Verification, verify
 from ledger.analytics.views import Filters
-from ledger.store.engine import database_url
+from ledger.store.migrate import check_ledger
 
 # Per agent, model and key_sent: the cache_hits view summed over upstreams.
 _CACHE_HITS_BY_AGENT = """
@@ -43,11 +50,12 @@ SELECT
     requested_model,
     key_sent,
     CAST(sum(calls) AS BIGINT) AS calls,
+    CAST(sum(reported_calls) AS BIGINT) AS reported_calls,
     CAST(sum(input_tokens) AS BIGINT) AS input_tokens,
     CAST(sum(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
     CAST(sum(cache_read_tokens) AS DOUBLE) / nullif(sum(input_tokens), 0) AS token_hit_rate,
     CAST(sum(hit_calls) AS BIGINT) AS hit_calls,
-    CAST(sum(hit_calls) AS DOUBLE) / nullif(sum(calls), 0) AS call_hit_rate,
+    CAST(sum(hit_calls) AS DOUBLE) / nullif(sum(reported_calls), 0) AS call_hit_rate,
     CAST(sum(response_cache_hits) AS BIGINT) AS response_cache_hits
 FROM cache_hits
 GROUP BY actor_id, requested_model, key_sent
@@ -65,8 +73,9 @@ class Analytics:
     ``path``: the DuckDB file (default :func:`analytics_path_for`).
     ``settings``: stored in the file when given; otherwise the file's own (or
     the defaults) apply. ``sync``: bring the copy up to date on open.
-    ``allow_memory``: when another process holds the file, work on a private
-    in-memory copy instead of raising :class:`AnalyticsBusy`.
+    ``allow_memory``: when another process holds the file (DuckDB then refuses
+    even a read-only open), work on a private in-memory copy of the ledger, as
+    the ``ledger`` commands do; False raises :class:`AnalyticsBusy` instead.
     ``memory_limit``: DuckDB's memory cap for the file (it spills beyond it).
     """
 
@@ -79,10 +88,10 @@ class Analytics:
         sync: bool = True,
         progress: ProgressCallback | None = None,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT_S,
-        allow_memory: bool = False,
+        allow_memory: bool = True,
         memory_limit: str = local.DEFAULT_MEMORY_LIMIT,
     ) -> None:
-        self.url = database_url(url)
+        self.url = check_ledger(url)
         self._source = LedgerSource(self.url)
         self.path = path if path is not None else analytics_path_for(self.url)
         self._con, self.in_memory = local.open_file(
@@ -155,19 +164,45 @@ class Analytics:
     # -- queries -------------------------------------------------------------
 
     def sql(self, query: str, parameters: list[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
-        """Any DuckDB query over ``token_usage`` and the views, as a DataFrame."""
+        """Any reading DuckDB query over ``token_usage`` and the views, as a DataFrame.
+
+        Raises :class:`~ledger.errors.ReadOnlyQuery` (naming the statement kind)
+        for anything that would change the copy, ``ValueError`` for an empty query.
+        """
+        check_read_only(query)
+        return self._read(query, parameters, read_only=True)
+
+    def _read(
+        self,
+        query: str,
+        parameters: list[Any] | dict[str, Any] | None,
+        *,
+        read_only: bool = False,
+    ) -> pd.DataFrame:
+        """``query`` on a fresh cursor; ``read_only``: inside a READ ONLY transaction.
+
+        The views' own queries (module constants) skip the transaction: its
+        BEGIN and ROLLBACK cost a few hundred microseconds per dashboard figure.
+        """
         cursor = self._con.cursor()
         try:
-            relation = cursor.sql(query, params=parameters)
-            if relation is None:  # a statement (UPDATE, CREATE …) returns no rows
-                return pd.DataFrame()
-            # Through Arrow rather than .df(): DECIMAL money stays Decimal.
-            return relation.to_arrow_table().to_pandas()
+            if read_only:
+                cursor.execute("BEGIN TRANSACTION READ ONLY")
+            try:
+                relation = cursor.sql(query, params=parameters)
+                if relation is None:
+                    return pd.DataFrame()
+                # Through Arrow rather than .df(): DECIMAL money stays Decimal.
+                return relation.to_arrow_table().to_pandas()
+            finally:
+                if read_only:
+                    cursor.execute("ROLLBACK")  # nothing to keep: it only read
         finally:
             cursor.close()
 
     def relation(self, query: str) -> duckdb.DuckDBPyRelation:
-        """A lazy DuckDB relation on its own cursor (for streaming or re-export)."""
+        """A lazy DuckDB relation on its own cursor (for streaming or re-export); reads only."""
+        check_read_only(query)
         return self._con.cursor().sql(query)
 
     def view(self, name: str, filters: Filters | None = None) -> pd.DataFrame:
@@ -186,11 +221,11 @@ class Analytics:
         views.view_sql(name)  # raises KeyError naming the views on a typo
         if filters is None or filters.empty:
             # Fast path: the stored views, read from the aggregates sync keeps.
-            return self.sql(select, parameters or None)
+            return self._read(select, parameters or None)
         if select.lstrip().upper().startswith("WITH"):
             # filtered_query puts its own CTEs first; a nested WITH still sees them.
             select = f"SELECT * FROM ({select})"  # noqa: S608 (module constants)
-        return self.sql(
+        return self._read(
             views.filtered_query(name, select), {**filters.parameters(), **(parameters or {})}
         )
 
@@ -226,7 +261,7 @@ class Analytics:
 
     def ledger_options(self) -> figures.LedgerOptions:
         """What the whole ledger holds: row count, time span, agents, models, providers."""
-        return figures.options_from(self.sql(figures.OPTIONS))
+        return figures.options_from(self._read(figures.OPTIONS, None))
 
     def overview_totals(self, filters: Filters | None = None) -> dict[str, Any]:
         """Calls, spend, fallbacks and failures (the ``overview_totals`` view) as a dict."""

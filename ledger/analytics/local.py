@@ -7,9 +7,13 @@ read, the sync's bookkeeping (``ledger_sync``, ``ledger_cursor`` and
 ``ledger_gaps``: :mod:`ledger.analytics.sync`), the state tables sync keeps for the
 views (:mod:`ledger.analytics.state`), and the views themselves.
 
-DuckDB lets one process open a file for writing. A second process that finds it
-locked (a dashboard is running, say) waits a little, then either raises
-:class:`AnalyticsBusy` or, when allowed, works on a private in-memory copy.
+DuckDB lets one process open a file for writing, and while it does no other
+process can open it at all, not even read-only. A second process that finds it
+locked (a dashboard is running, say) waits a little, then works on a private
+in-memory copy, or raises :class:`AnalyticsBusy` when that is not allowed.
+
+Every connection is opened with DuckDB's automatic extension installation and
+loading off: a query must not download code. JSON and Parquet are built in.
 """
 
 from __future__ import annotations
@@ -38,6 +42,11 @@ IN_MEMORY: Final = ":memory:"
 #: 10k-row sync, whose commit then spends seconds recompressing row groups; at
 #: 256 MB one sync in ~15 pays it (and a rebuild checkpoints at once).
 CHECKPOINT_THRESHOLD: Final = "256MB"
+#: Set on every connection: no query installs or loads an extension behind the user's back.
+NO_AUTO_EXTENSIONS: Final[dict[str, str | bool | int | float | list[str]]] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
 
 
 class AnalyticsBusy(DatabaseError):
@@ -73,13 +82,14 @@ def _q(name: str) -> str:
 
 # Identifiers below come from ledger.schema, never from users: composing them
 # is safe, and values always travel as bound parameters.
-def table_ddl() -> str:
+def table_ddl(name: str = TABLE_NAME, *, temporary: bool = False) -> str:
     """``CREATE TABLE token_usage`` in DuckDB types, compiled from :mod:`ledger.schema`."""
     cols = [
         f"{_q(c.name)} {_duckdb_type(c)}{'' if c.nullable else ' NOT NULL'}"
         for c in token_usage.columns
     ]
-    return f"CREATE TABLE IF NOT EXISTS {TABLE_NAME} ({', '.join(cols)})"
+    kind = "TEMP TABLE" if temporary else "TABLE"
+    return f"CREATE {kind} IF NOT EXISTS {name} ({', '.join(cols)})"
 
 
 def _cast_expr(column: Any, arrow_type: str) -> str:
@@ -126,11 +136,40 @@ def _describe(name: str) -> str:
     return name
 
 
+_COLUMNS: Final = (
+    "SELECT column_name, data_type FROM duckdb_columns() "
+    "WHERE database_name = ? AND schema_name = 'main' AND table_name = ? "
+    "ORDER BY column_index"
+)
+_SHAPE: Final = "ledger_expected_shape"
+
+
+def _reshape_copy(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop a ``token_usage`` copy whose columns are not the schema's (a file written
+    before a migration): the next sync copies every row again, in the new shape."""
+    (database,) = con.execute("SELECT current_database()").fetchall()[0]
+    held = con.execute(_COLUMNS, [database, TABLE_NAME]).fetchall()
+    if not held:
+        return
+    con.execute(table_ddl(_SHAPE, temporary=True))
+    try:
+        expected = con.execute(_COLUMNS, ["temp", _SHAPE]).fetchall()
+    finally:
+        con.execute(f"DROP TABLE temp.main.{_SHAPE}")
+    if held == expected:
+        return
+    log.info("the analytics copy predates the ledger's schema; copying every row again")
+    con.execute(f"DROP TABLE {TABLE_NAME}")
+    con.execute("DELETE FROM ledger_sync")
+    con.execute("DELETE FROM state_meta")
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(table_ddl())
     for ddl in SUPPORT_DDL:
         con.execute(ddl)
     state.ensure_tables(con)
+    _reshape_copy(con)
+    con.execute(table_ddl())
 
 
 def write_settings(
@@ -170,6 +209,7 @@ def open_file(
             config: dict[str, str | bool | int | float | list[str]] = {
                 "memory_limit": memory_limit,
                 "checkpoint_threshold": CHECKPOINT_THRESHOLD,
+                **NO_AUTO_EXTENSIONS,
             }
             return duckdb.connect(str(path), config=config), False
         except duckdb.IOException as exc:
@@ -181,7 +221,7 @@ def open_file(
                         "%s is in use by another process; working on a private in-memory copy",
                         path,
                     )
-                    return duckdb.connect(IN_MEMORY), True
+                    return duckdb.connect(IN_MEMORY, config=dict(NO_AUTO_EXTENSIONS)), True
                 raise AnalyticsBusy(
                     f"the analytics file {path} is in use by another process "
                     f"(a running dashboard?): {exc}",

@@ -3,8 +3,9 @@
 The knobs are stored *in* the DuckDB file (table ``ledger_settings``) and the
 views read them through the ``ledger_setting(name)`` macro, so a query run by
 ``duckdb FILE`` uses the same idle window and verdict thresholds as
-``ledger report``. Change one with :class:`AnalyticsSettings` from Python, or
-in SQL: ``UPDATE ledger_settings SET value = 300 WHERE name = 'idle_window_s'``.
+``ledger report``. Change one with :class:`AnalyticsSettings` from Python
+(``Analytics.configure``), or in ``duckdb FILE``: ``UPDATE ledger_settings SET
+value = 300 WHERE name = 'idle_window_s'`` (``ledger sql`` only reads).
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ Where (first found wins, never merged)::
 
     1. an explicit path (``ledger budget check --config FILE``, ``load_config(path=…)``)
     2. the file named by ``LEDGER_BUDGETS_FILE``
+
+    A file given by path is read like ``ledger.toml`` (table ``[budgets]``)
+    unless it is named ``pyproject.toml`` or has no ``[budgets]`` table but a
+    ``[tool.ledger.budgets]`` one.
     3. the nearest directory, from the working directory upwards, holding
        ``ledger.toml`` (table ``[budgets]``) or a ``pyproject.toml`` with a
        ``[tool.ledger.budgets]`` table; when one directory holds both,
@@ -14,6 +18,7 @@ What::
     [tool.ledger.budgets]              # in ledger.toml: [budgets]
     agents = ["planner", "coder"]      # optional: the agents budgets may name (typo guard)
     unknown_cost = "report"            # or "fail": rows of unknown cost fail their budget
+    warn_at = 0.8                      # optional: default warning threshold (share of a limit)
 
     [tool.ledger.budgets.ci_turn]      # one sub-table per budget; its name is the table's
     kind = "turn"                      # a call (all its attempts): mean_usd, p95_usd, max_usd
@@ -25,6 +30,7 @@ What::
     kind = "agent_day"                 # per agent per UTC day: limit_usd
     agent = "planner"                  # optional: without it, every agent has this limit
     limit_usd = 5
+    warn_at = 0.9                      # optional: warn at 90 % (overrides the default)
 
     [tool.ledger.budgets.gpt4o_daily]
     kind = "model_day"                 # per requested model per UTC day: limit_usd
@@ -32,7 +38,9 @@ What::
     limit_usd = 20
 
 Every budget may be scoped by ``agent``, ``model`` (the requested model) and
-``tags``. Limits are USD, read exactly (TOML floats become ``Decimal``).
+``tags``. ``warn_at`` (a share of the limit, above 0 and below 1) is where
+``ledger budget check --notify`` and ``ledger budget watch`` send a warning
+before the limit itself. Limits are USD, read exactly (TOML floats become ``Decimal``).
 Any mistake raises :class:`~ledger.errors.BudgetConfigurationError` naming the
 file, the dotted key and what was expected.
 """
@@ -52,6 +60,9 @@ from ledger.errors import BudgetConfigurationError
 ENV_BUDGETS_FILE: Final = "LEDGER_BUDGETS_FILE"
 LEDGER_TOML: Final = "ledger.toml"
 PYPROJECT: Final = "pyproject.toml"
+#: The budgets' table in each kind of file.
+LEDGER_TOML_KEY: Final = "budgets"
+PYPROJECT_KEY: Final = "tool.ledger.budgets"
 
 Kind = Literal["turn", "agent_day", "model_day"]
 UnknownCost = Literal["report", "fail"]
@@ -63,7 +74,8 @@ LIMITS: Final[dict[str, tuple[str, ...]]] = {
     "model_day": ("limit_usd",),
 }
 SCOPE_KEYS: Final = ("agent", "model", "tags")
-SETTINGS: Final = ("agents", "unknown_cost")
+ALERT_KEYS: Final = ("warn_at",)
+SETTINGS: Final = ("agents", "unknown_cost", "warn_at")
 UNKNOWN_COST_CHOICES: Final = ("report", "fail")
 
 
@@ -84,6 +96,8 @@ class Budget:
     agent: str | None = None
     model: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    #: Warn when a figure reaches this share of its limit (None: alert at the limit only).
+    warn_at: Decimal | None = None
 
     @property
     def per_day(self) -> bool:
@@ -118,6 +132,8 @@ class BudgetConfig:
     source: Path | None = None
     agents: tuple[str, ...] | None = None
     unknown_cost: UnknownCost = "report"
+    #: The dotted name of the table the budgets came from, for messages.
+    table_key: str = PYPROJECT_KEY
 
     def budget(self, name: str) -> Budget:
         for b in self.budgets:
@@ -135,7 +151,7 @@ class BudgetConfig:
                 where = "the agents list" if self.agents is not None else "the ledger"
                 _fail(
                     self.source,
-                    f"{_prefix(self.source)}.{b.name}.agent",
+                    f"{self.table_key}.{b.name}.agent",
                     f"one of the agents in {where} ({', '.join(sorted(allowed))})",
                     b.agent,
                 )
@@ -145,7 +161,17 @@ class BudgetConfig:
 
 
 def _prefix(path: Path | None) -> str:
-    return "budgets" if path is not None and path.name == LEDGER_TOML else "tool.ledger.budgets"
+    return LEDGER_TOML_KEY if path is not None and path.name == LEDGER_TOML else PYPROJECT_KEY
+
+
+def _table_key(path: Path, document: Mapping[str, Any]) -> str:
+    """Where ``path`` keeps its budgets: ``[tool.ledger.budgets]`` in a pyproject.toml,
+    ``[budgets]`` in ledger.toml and in any other file that has that table."""
+    if path.name == PYPROJECT:
+        return PYPROJECT_KEY
+    if path.name == LEDGER_TOML or LEDGER_TOML_KEY in document:
+        return LEDGER_TOML_KEY
+    return PYPROJECT_KEY
 
 
 def _fail(
@@ -174,8 +200,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _budgets_table(path: Path, document: Mapping[str, Any]) -> Any:
-    if path.name == LEDGER_TOML:
-        return document.get("budgets")
+    if _table_key(path, document) == LEDGER_TOML_KEY:
+        return document.get(LEDGER_TOML_KEY)
     return document.get("tool", {}).get("ledger", {}).get("budgets")
 
 
@@ -213,21 +239,29 @@ def load_config(path: Path | None = None, *, start: Path | None = None) -> Budge
             None,
             said="no budgets file",
         )
-    table = _budgets_table(chosen, _read_toml(chosen))
+    document = _read_toml(chosen)
+    key = _table_key(chosen, document)
+    table = _budgets_table(chosen, document)
     if table is None:
-        _fail(chosen, _prefix(chosen), "a table of budgets", None, said="no such table")
-    return parse_config(table, chosen)
+        _fail(chosen, key, "a table of budgets", None, said="no such table")
+    return parse_config(table, chosen, table_key=key)
 
 
-def parse_config(table: Any, path: Path | None = None) -> BudgetConfig:
-    """Check one budgets table (as parsed from TOML) and build the configuration."""
-    prefix = _prefix(path)
+def parse_config(
+    table: Any, path: Path | None = None, *, table_key: str | None = None
+) -> BudgetConfig:
+    """Check one budgets table (as parsed from TOML) and build the configuration.
+
+    ``table_key`` names the table in messages (default: by the file's name).
+    """
+    prefix = table_key or _prefix(path)
     if not isinstance(table, Mapping):
         _fail(path, prefix, "a table of budgets", table)
     budgets: list[Budget] = []
+    default_warn = _warn_at(path, f"{prefix}.warn_at", table.get("warn_at"))
     for name, value in table.items():
         if isinstance(value, Mapping):
-            budgets.append(_budget(path, f"{prefix}.{name}", name, value))
+            budgets.append(_budget(path, f"{prefix}.{name}", name, value, default_warn))
         elif name not in SETTINGS:
             expected = f"a budget table or a setting ({', '.join(SETTINGS)})"
             _fail(path, f"{prefix}.{name}", expected, None, said="an unknown key")
@@ -238,6 +272,7 @@ def parse_config(table: Any, path: Path | None = None) -> BudgetConfig:
         source=path,
         agents=_agents(path, prefix, table.get("agents")),
         unknown_cost=_unknown_cost(path, prefix, table.get("unknown_cost", "report")),
+        table_key=prefix,
     )
 
 
@@ -265,11 +300,29 @@ def _limit(path: Path | None, key: str, value: Any) -> Decimal:
     return amount
 
 
-def _budget(path: Path | None, key: str, name: str, table: Mapping[str, Any]) -> Budget:
+def _warn_at(path: Path | None, key: str, value: Any) -> Decimal | None:
+    if value is None:
+        return None
+    expected = "a share of the limit above 0 and below 1 (e.g. 0.8)"
+    if isinstance(value, bool) or not isinstance(value, int | Decimal):
+        _fail(path, key, expected, value)
+    share = Decimal(value)
+    if not share.is_finite() or not 0 < share < 1:
+        _fail(path, key, expected, value)
+    return share
+
+
+def _budget(
+    path: Path | None,
+    key: str,
+    name: str,
+    table: Mapping[str, Any],
+    default_warn: Decimal | None = None,
+) -> Budget:
     if table.get("kind") not in LIMITS:
         _fail(path, f"{key}.kind", f"one of {', '.join(LIMITS)}", table.get("kind"))
     kind = cast(Kind, table["kind"])
-    allowed = ("kind", *LIMITS[kind], *SCOPE_KEYS)
+    allowed = ("kind", *LIMITS[kind], *SCOPE_KEYS, *ALERT_KEYS)
     for field_name in table:
         if field_name not in allowed:
             expected = f"one of {', '.join(allowed)} for a {kind} budget"
@@ -290,6 +343,7 @@ def _budget(path: Path | None, key: str, name: str, table: Mapping[str, Any]) ->
         agent=scope["agent"],
         model=scope["model"],
         tags=_tags(path, f"{key}.tags", table.get("tags", {})),
+        warn_at=_warn_at(path, f"{key}.warn_at", table.get("warn_at", default_warn)),
     )
 
 

@@ -22,11 +22,14 @@ COMMANDS: Final = (
     "ledger.cli.replay:replay",
     "ledger.cli.simulate:simulate",
     "ledger.cli.sync:sync",
+    "ledger.cli.gateway:gateway",
     "ledger.cli.report:report",
     "ledger.cli.sql:sql",
     "ledger.cli.export:export",
     "ledger.cli.providers:providers",
     "ledger.cli.budget:budget",
+    "ledger.cli.otel:otel",
+    "ledger.cli.otlp:otlp",
     "ledger.cli.dashboard:dashboard",
 )
 

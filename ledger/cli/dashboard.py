@@ -18,8 +18,8 @@ import click
 from rich.console import Console
 
 from ledger.cli.report import open_analytics
-from ledger.store.engine import ENV_URL, database_url, make_engine, sqlite_path
-from ledger.store.migrate import check_schema
+from ledger.store.engine import ENV_URL
+from ledger.store.migrate import check_ledger
 
 _PACKAGE_DIR: Final = Path(__file__).resolve().parent.parent
 DEFAULT_PORT: Final = 8501
@@ -52,34 +52,13 @@ def dashboard_env(url: str) -> dict[str, str]:
     return env
 
 
-def check_ledger() -> None:
-    """Refuse to start over a ledger the dashboard could only apologise for.
-
-    Raises :class:`click.ClickException` for a missing SQLite file (connecting
-    would create an empty one), :class:`~ledger.errors.SchemaOutOfDate` or
-    :class:`~ledger.errors.DatabaseUnreachable` otherwise; each names the fix.
-    """
-    url = database_url()
-    path = sqlite_path(url)
-    if path is not None and not path.exists():
-        raise click.ClickException(
-            f"there is no ledger database at {path}; create it with `ledger db upgrade`, "
-            "or fill it with a simulated workload: `ledger demo`"
-        )
-    engine = make_engine(url)
-    try:
-        check_schema(engine)
-    finally:
-        engine.dispose()
-
-
 def run_dashboard(
     *, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, headless: bool = False, sync: bool = True
 ) -> int:
     """Sync the analytics copy, then serve the dashboard until interrupted; the exit status."""
-    url = database_url().render_as_string(hide_password=False)
+    # Refuse to start over a ledger the dashboard could only apologise for.
+    url = check_ledger().render_as_string(hide_password=False)
     if sync:
-        check_ledger()
         open_analytics(Console(stderr=True)).close()  # releases the file for the child
     command = streamlit_command(app_path(), port=port, host=host, headless=headless)
     click.echo(f"ledger dashboard on http://{host}:{port} (Ctrl-C stops it)", err=True)

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Final
 
 import click
 
+from ledger.errors import LedgerMissing, SchemaOutOfDate
 from ledger.store import held
 from ledger.store.engine import database_url, display_url, make_engine
 from ledger.store.ledger import journal_dir_for
-from ledger.store.migrate import current_revision, head_revision, upgrade
+from ledger.store.migrate import (
+    UPGRADE_COMMAND,
+    check_ledger,
+    current_revision,
+    head_revision,
+    upgrade,
+)
+
+#: ``ledger db status``: the schema is at the code's revision / it is not (or there is none).
+EXIT_CURRENT: Final = 0
+EXIT_OUT_OF_DATE: Final = 1
 
 
 @click.group()
@@ -44,25 +57,36 @@ def upgrade_command(revision: str) -> None:
 def status_command(journal_dir: Path | None) -> None:
     """Print the database's schema revision next to the code's, and what the journal holds.
 
-    The journal line counts events that running processes hold only in
-    memory (their journal's disk refused them): a kill loses those.
+    Exits 0 when it is up to date, 1 when it is out of date or missing
+    (`ledger db upgrade` fixes both), 2 when the database cannot be reached.
+    Creates nothing. The journal line counts events that running processes
+    hold only in memory (their journal's disk refused them): a kill loses those.
     """
     # Read first: it matters most when the database is the part that fails.
     journal_lines = held_lines(journal_dir or journal_dir_for(database_url()))
     try:
-        engine = make_engine()
-        try:
-            current = current_revision(engine)
-        finally:
-            engine.dispose()
-        head = head_revision()
-        state = "up to date" if current == head else "out of date: run `ledger db upgrade`"
-        click.echo(
-            f"{display_url(engine.url)}: revision {current or 'none'} (code: {head}), {state}"
-        )
+        code = _schema_status()
     finally:
         for line in journal_lines:
             click.echo(line)
+    sys.exit(code)
+
+
+def _schema_status() -> int:
+    head = head_revision()
+    try:
+        url = check_ledger()
+    except LedgerMissing as exc:
+        click.echo(f"{exc.path}: no ledger database (code: {head}); run `{UPGRADE_COMMAND}`")
+        return EXIT_OUT_OF_DATE
+    except SchemaOutOfDate as exc:
+        click.echo(
+            f"{exc.where}: revision {exc.current or 'none'} (code: {head}), "
+            f"out of date: run `{UPGRADE_COMMAND}`"
+        )
+        return EXIT_OUT_OF_DATE
+    click.echo(f"{display_url(url)}: revision {head} (code: {head}), up to date")
+    return EXIT_CURRENT
 
 
 def held_lines(directory: Path) -> list[str]:

@@ -25,5 +25,10 @@ def replay(journal_dir: Path | None) -> None:
     """
     url = database_url()
     directory = journal_dir or journal_dir_for(url)
-    count = replay_journal(url, journal_dir=directory)
-    click.echo(f"replayed {count} event(s) from {directory} into {display_url(url)}")
+    result = replay_journal(url, journal_dir=directory)
+    refused = f", {result.dead_lettered} refused (see dead-letter-*.jsonl)"
+    click.echo(
+        f"replayed {result.events} event(s) from {directory} into {display_url(url)}: "
+        f"{result.inserted} inserted, {result.already_present} already present"
+        f"{refused if result.dead_lettered else ''}"
+    )

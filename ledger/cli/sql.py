@@ -1,4 +1,9 @@
-"""``ledger sql "QUERY"``: ad hoc DuckDB SQL over ``token_usage`` and the views."""
+"""``ledger sql "QUERY"``: ad hoc DuckDB SQL over ``token_usage`` and the views.
+
+The query reads only (:mod:`ledger.analytics.readonly`): a statement that
+would change the analytics copy is refused with exit status 2, before the
+ledger is even synced.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 from rich.console import Console
 
+from ledger.analytics.readonly import check_read_only
 from ledger.cli.report import frame_table, open_analytics
 
 
@@ -54,10 +60,18 @@ def to_json(frame: pd.DataFrame) -> str:
     help="Output format.",
 )
 def sql(query: str, fmt: str) -> None:
-    """Run QUERY (DuckDB SQL) over token_usage and the analytics views.
+    """Run QUERY (DuckDB SQL, read-only) over token_usage and the analytics views.
 
-    Example: ledger sql "SELECT * FROM agent_stickiness WHERE key_sent"
+    Statements that write (DELETE, UPDATE, CREATE, SET, COPY, ATTACH…) are
+    refused. DuckDB reads local files (read_csv, read_parquet) with your
+    permissions. Example: ledger sql "SELECT * FROM agent_stickiness WHERE key_sent"
     """
+    try:
+        check_read_only(query)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="QUERY") from None
+    except duckdb.Error as exc:
+        raise click.ClickException(f"query failed: {exc}") from None
     with open_analytics(Console(stderr=True)) as analytics:
         try:
             frame = analytics.sql(query)

@@ -68,7 +68,9 @@ class ResilienceMiddleware:
     """``ResilienceMiddleware(app, limiter=..., identity=...)``; see the module docstring.
 
     ``limiter=None`` keeps only the error mapping. ``exempt_paths`` (health
-    checks, say) bypass the limiter.
+    checks, say) bypass the limiter. ``refusal`` renders the 429 for a request
+    (default: :func:`rate_limited_response`); an API that clients' SDKs parse,
+    such as the gateway, answers in its own error format so they recognise it.
     """
 
     def __init__(
@@ -78,8 +80,10 @@ class ResilienceMiddleware:
         limiter: RateLimiter | None,
         identity: ClientIdentity | None = None,
         exempt_paths: frozenset[str] = frozenset(),
+        refusal: Callable[[Scope, TooManyRequests], HTTPResponse] | None = None,
     ) -> None:
         self.app = app
+        self.refusal = refusal or (lambda scope, exc: rate_limited_response(exc))
         self.limiter = limiter
         self.identity = identity or ClientIdentity()
         self.exempt_paths = exempt_paths
@@ -91,10 +95,12 @@ class ResilienceMiddleware:
         if self.limiter is not None and scope.get("path") not in self.exempt_paths:
             decision = await self.limiter.acheck(self.identity.key(scope))
             if not decision.allowed:
-                await send_response(
-                    send,
-                    rate_limited_response(TooManyRequests("", retry_after=decision.retry_after_s)),
+                refused = TooManyRequests(
+                    f"rate limit of {self.limiter.limit} requests per "
+                    f"{self.limiter.window_s:g} s reached; retry later",
+                    retry_after=decision.retry_after_s,
                 )
+                await send_response(send, self.refusal(scope, refused))
                 return
         started = False
 
@@ -106,7 +112,9 @@ class ResilienceMiddleware:
         try:
             await self.app(scope, receive, tracking_send)
         except Exception as exc:
-            response = _response_for(exc)
+            response = (
+                self.refusal(scope, exc) if isinstance(exc, TooManyRequests) else _response_for(exc)
+            )
             if started or response is None:
                 raise
             await send_response(send, response)

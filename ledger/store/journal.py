@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ledger.errors import JournalError
-from ledger.schema import EVENT_COLUMNS
+from ledger.schema import EVENT_COLUMNS, OLD_ROW_DEFAULTS
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,10 @@ def _decode(path: Path, data: bytes) -> tuple[list[tuple[Any, ...]], list[str]]:
         try:
             values = json.loads(raw)
             rows.append(
-                tuple(values[position[c]] if c in position else None for c in EVENT_COLUMNS)
+                tuple(
+                    values[position[c]] if c in position else OLD_ROW_DEFAULTS.get(c)
+                    for c in EVENT_COLUMNS
+                )
             )
         except (ValueError, IndexError, TypeError):
             # A torn last line is an event whose record() never returned.
@@ -219,7 +222,9 @@ def dead_letter(directory: Path, lines: Sequence[str], reason: str) -> Path:
         directory
         / f"{DEAD_LETTER_PREFIX}{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}.jsonl"
     )
-    with path.open("w", encoding="utf-8") as f:
+    # 0600 like the segments: the events carry the same agents, tags and costs.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(
             json.dumps({"ledger_dead_letter": 1, "reason": reason, "columns": list(EVENT_COLUMNS)})
         )

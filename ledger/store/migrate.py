@@ -15,11 +15,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, create_engine
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError as SAOperationalError
 
-from ledger.errors import DatabaseUnreachable, SchemaOutOfDate
-from ledger.store.engine import display_url
+from ledger.errors import DatabaseUnreachable, LedgerMissing, SchemaOutOfDate
+from ledger.store.engine import database_url, display_url, make_engine, sqlite_path
 
 _PACKAGE_DIR: Final = Path(__file__).resolve().parent.parent
 UPGRADE_COMMAND: Final = "ledger db upgrade"
@@ -59,17 +60,51 @@ def current_revision(engine: Engine) -> str | None:
         ) from None
 
 
-def check_schema(engine: Engine) -> None:
-    """Raise unless the database is at the code's head revision."""
+def check_schema(engine: Engine, *, where: str | None = None) -> None:
+    """Raise unless the database is at the code's head revision; ``where`` names it."""
     current, head = current_revision(engine), head_revision()
     if current == head:
         return
-    where = display_url(engine.url)
+    where = where or display_url(engine.url)
     if current is None:
         message = f"the ledger database {where} has no ledger schema yet"
     else:
         message = f"the ledger database {where} is at revision {current}, this code needs {head}"
-    raise SchemaOutOfDate(f"{message}; run `{UPGRADE_COMMAND}`", current=current, head=head)
+    raise SchemaOutOfDate(
+        f"{message}; run `{UPGRADE_COMMAND}`", current=current, head=head, where=where
+    )
+
+
+def _read_only_sqlite(path: Path) -> Engine:
+    uri = URL.create("sqlite", database=f"file:{path}", query={"mode": "ro", "uri": "true"})
+    return create_engine(uri)
+
+
+def check_ledger(url: str | URL | None = None) -> URL:
+    """The one check every command (and the dashboard) runs before reading the ledger.
+
+    Returns the resolved URL, or raises what is wrong, each naming its fix:
+    :class:`LedgerMissing` when a SQLite ledger's file does not exist (checked
+    before connecting, which would create it and its directories),
+    :class:`DatabaseUnreachable`, or :class:`SchemaOutOfDate` when the schema is
+    missing (an empty file, a fresh PostgreSQL database) or at another revision.
+    Creates nothing.
+    """
+    resolved = database_url(url)
+    path = sqlite_path(resolved)
+    if path is not None and not path.is_file():
+        raise LedgerMissing(
+            f"there is no ledger database at {path}; create it with `{UPGRADE_COMMAND}`, "
+            "or fill it with a simulated workload: `ledger demo`",
+            path=str(path),
+        )
+    # Read-only for SQLite: the WAL pragma make_engine sets would write to an empty file.
+    engine = make_engine(resolved) if path is None else _read_only_sqlite(path)
+    try:
+        check_schema(engine, where=display_url(resolved))
+    finally:
+        engine.dispose()
+    return resolved
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:

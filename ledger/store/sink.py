@@ -35,8 +35,11 @@ _STAGE = "ledger_stage"
 
 
 class Sink(Protocol):
-    def insert(self, rows: Sequence[Row]) -> None:
-        """Insert ``rows`` in one transaction; rows whose event_id exists are skipped."""
+    def insert(self, rows: Sequence[Row]) -> int:
+        """Insert ``rows`` in one transaction; rows whose event_id exists are skipped.
+
+        Returns how many were new (the rest were stored already).
+        """
 
     def close(self) -> None: ...
 
@@ -61,16 +64,19 @@ class SQLiteSink:
         self._sql = str(stmt.compile(dialect=engine.dialect, column_keys=list(EVENT_COLUMNS)))
         self._conn: Any = None
 
-    def insert(self, rows: Sequence[Row]) -> None:
+    def insert(self, rows: Sequence[Row]) -> int:
         if self._conn is None:
             self._conn = self._engine.raw_connection()
         try:
             cur = self._conn.cursor()
             cur.executemany(self._sql, rows)
+            # sqlite3 sums executemany's changes; a skipped conflict changes nothing.
+            inserted = max(cur.rowcount, 0)
             self._conn.commit()
         except BaseException:
             self.close()
             raise
+        return int(inserted)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -110,7 +116,7 @@ class PostgresSink:
         conn.commit()
         return raw
 
-    def insert(self, rows: Sequence[Row]) -> None:
+    def insert(self, rows: Sequence[Row]) -> int:
         if self._conn is None:
             self._conn = self._connect()
         conn = self._conn.driver_connection
@@ -120,10 +126,12 @@ class PostgresSink:
                     for row in rows:
                         copy.write_row(row)
                 cur.execute(self._insert_sql)
+                inserted = max(cur.rowcount, 0)  # ON CONFLICT DO NOTHING skips are not counted
             conn.commit()
         except BaseException:
             self.close()
             raise
+        return int(inserted)
 
     def close(self) -> None:
         if self._conn is not None:

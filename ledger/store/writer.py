@@ -131,6 +131,25 @@ class WriterSettings:
     backoff_max_s: float = 2.0
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """What a replay did with the events it found in orphaned journal segments.
+
+    ``events``: journaled events read and handled. ``inserted``: those that
+    became new rows. ``dead_lettered``: those the database refused (moved to a
+    dead-letter file). The rest were stored already (a journal whose process
+    died after its rows committed but before it deleted the segment).
+    """
+
+    events: int
+    inserted: int
+    dead_lettered: int
+
+    @property
+    def already_present(self) -> int:
+        return self.events - self.inserted - self.dead_lettered
+
+
 @dataclass
 class _Progress:
     """Counts shared between callers and the writer, under ``cond``."""
@@ -163,6 +182,9 @@ class Writer:
         self.in_driver = threading.Lock()
         self._schema_ok = False
         self._failing_since: float | None = None
+        #: New rows written and rows moved to dead-letter files (the writer's thread only).
+        self.inserted = 0
+        self.dead_lettered = 0
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
 
     # -- control, from any thread -------------------------------------------------
@@ -262,11 +284,14 @@ class Writer:
             self.progress.handled += handled
             self.progress.cond.notify_all()
 
-    def replay(self) -> int:
-        """Write every orphaned segment in the directory now; returns rows replayed."""
-        return self._replay_orphans(retry=False)
+    def replay(self) -> ReplayResult:
+        """Write every orphaned segment in the directory now; what became of their events."""
+        inserted, dead = self.inserted, self.dead_lettered
+        events = self._replay_orphans(retry=False)
+        return ReplayResult(events, self.inserted - inserted, self.dead_lettered - dead)
 
     def _replay_orphans(self, *, retry: bool = True) -> int:
+        """Write the orphaned segments; how many events (rows and unreadable lines) were handled."""
         for lost in held.sweep(self._directory):
             log.error(
                 "ledger: process %d ended holding %d event(s) only in memory (its journal %s "
@@ -279,6 +304,7 @@ class Writer:
         for found in journal.orphans(self._directory):
             if found.bad_lines:
                 self._dead_letter(found.bad_lines, "unreadable journal lines")
+                total += len(found.bad_lines)
             ok = True
             for start in range(0, len(found.rows), self._settings.batch_size):
                 chunk = found.rows[start : start + self._settings.batch_size]
@@ -308,7 +334,7 @@ class Writer:
                     if not self._schema_ok:
                         check_schema(self._engine)
                         self._schema_ok = True
-                    self._sink.insert(rows)
+                    inserted = self._sink.insert(rows)
             except self._rejected as exc:
                 if self._reject(rows, exc):
                     self._recovered()
@@ -318,6 +344,7 @@ class Writer:
             except Exception as exc:
                 self._outage(f"cannot write to {display_url(self._engine.url)}: {exc}")
             else:
+                self.inserted += inserted
                 self._recovered()
                 return True
             if not retry or self._stop.is_set():
@@ -355,7 +382,7 @@ class Writer:
         for row in rows:
             try:
                 with self.in_driver:
-                    self._sink.insert([row])
+                    self.inserted += self._sink.insert([row])
             except self._rejected as row_exc:
                 refused.append(journal.encode_row(row).decode("utf-8"))
                 reasons.add(f"{type(row_exc).__name__}: {row_exc}".splitlines()[0])
@@ -368,6 +395,7 @@ class Writer:
 
     def _dead_letter(self, lines: Sequence[str], reason: str) -> None:
         path = journal.dead_letter(self._directory, lines, reason)
+        self.dead_lettered += len(lines)
         log.warning(
             "ledger: the database refused %d event(s) (%s); they were moved to %s",
             len(lines),

@@ -11,7 +11,7 @@ PostgreSQL logs with statement-level triggers over transition tables: one
 ``INSERT … SELECT`` per writer batch rather than one trigger call per row.
 
 Revision ID: 0003
-Revises: 0001
+Revises: 0005
 Create Date: 2026-12-01
 """
 
@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0003"
-down_revision: str | None = "0001"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

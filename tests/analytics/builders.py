@@ -71,6 +71,7 @@ def insert_rows(url: str, rows: Iterable[dict[str, Any]]) -> None:
         "cache_read_tokens": 0,
         "cache_write_tokens": 0,
         "tags": None,
+        "usage_reported": True,
     }
     full = [{**dict.fromkeys(keys), **defaults, **r} for r in rows]
     engine = make_engine(url)
@@ -87,6 +88,14 @@ def open_analytics(url: str, tmp_path: Path, **settings: float) -> Analytics:
         path=tmp_path / "analytics.duckdb",
         settings=AnalyticsSettings(**settings) if settings else None,
     )
+
+
+def edit_copy(analytics: Analytics, statement: str) -> None:
+    """Change the DuckDB copy behind the API's back, as ``duckdb FILE`` could.
+
+    ``Analytics.sql`` only reads, so this goes to the object's own connection.
+    """
+    analytics._con.execute(statement)
 
 
 def money(text: str) -> Decimal:

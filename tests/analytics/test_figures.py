@@ -15,7 +15,14 @@ import pandas as pd
 import pytest
 
 from ledger.analytics import Filters
-from tests.analytics.builders import T0, failed, insert_rows, open_analytics, response_cache_row
+from tests.analytics.builders import (
+    T0,
+    edit_copy,
+    failed,
+    insert_rows,
+    open_analytics,
+    response_cache_row,
+)
 from tests.analytics.builders import served as _served
 
 
@@ -161,7 +168,7 @@ def test_unfiltered_figures_read_the_stored_aggregates(ledger_url: str, tmp_path
     everything = Filters(start=T0 - dt.timedelta(days=1))  # a filter that keeps every row
     with open_analytics(ledger_url, tmp_path) as analytics:
         # edit the copy's rows behind the aggregates' back: only a read of rows sees it
-        analytics.sql("DELETE FROM token_usage WHERE upstream = 'B'")
+        edit_copy(analytics, "DELETE FROM token_usage WHERE upstream = 'B'")
         stored = [analytics.cost_by_agent(), analytics.top_sessions(), analytics.cache_decay()]
         rows = [
             analytics.cost_by_agent(everything),

@@ -22,7 +22,7 @@ import pytest
 
 from ledger.analytics import VIEW_NAMES, Analytics, AnalyticsSettings, state
 from ledger.analytics.views import Filters, filtered_query
-from tests.analytics.builders import failed, insert_rows, response_cache_row, served
+from tests.analytics.builders import edit_copy, failed, insert_rows, response_cache_row, served
 
 UPSTREAMS = ("A", "B", "C", None)  # None: a direct provider, identity = provider
 
@@ -211,7 +211,7 @@ def test_editing_the_copy_by_hand_rebuilds_the_state(sqlite_url: str, tmp_path: 
     insert_rows(sqlite_url, [served(0, "A", **s), served(1, "B", **s), served(2, "A", **s)])
     path = tmp_path / "edited.duckdb"
     with _open(sqlite_url, path) as analytics:
-        analytics.sql("DELETE FROM token_usage WHERE upstream = 'B'")
+        edit_copy(analytics, "DELETE FROM token_usage WHERE upstream = 'B'")
     with Analytics(sqlite_url, path=path, sync=False) as analytics:
         assert analytics.session_stickiness().calls.tolist() == [2]
         assert_views_match_rows(analytics)

@@ -7,7 +7,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.analytics.builders import failed, insert_rows, open_analytics, response_cache_row, served
+from tests.analytics.builders import (
+    edit_copy,
+    failed,
+    insert_rows,
+    open_analytics,
+    response_cache_row,
+    served,
+)
 
 
 def planner(session: str, key: bool) -> dict[str, object]:
@@ -120,6 +127,6 @@ def test_the_idle_window_is_a_setting_the_views_read(ledger_url: str, tmp_path: 
         s1 = analytics.session_stickiness().set_index("session_id").loc["s1"]
         assert (s1.switches, s1.idle_releases, s1.window_transitions) == (2, 0, 6)
         assert s1.stickiness == pytest.approx(1 - 2 / 6)
-        analytics.sql("UPDATE ledger_settings SET value = 30 WHERE name = 'idle_window_s'")
+        edit_copy(analytics, "UPDATE ledger_settings SET value = 30 WHERE name = 'idle_window_s'")
         s1 = analytics.session_stickiness().set_index("session_id").loc["s1"]
         assert (s1.switches, s1.idle_releases) == (0, 2)  # every gap is a minute or more

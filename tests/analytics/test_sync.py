@@ -128,11 +128,13 @@ def test_a_file_locked_by_another_process_is_handled(sqlite_url: str, tmp_path: 
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         started = time.monotonic()
         with pytest.raises(AnalyticsBusy, match="in use by another process"):
-            Analytics(sqlite_url, path=path, lock_timeout=0.3)
+            Analytics(sqlite_url, path=path, lock_timeout=0.3, allow_memory=False)
         assert time.monotonic() - started < 60  # gave up after its timeout, did not hang
-        with Analytics(sqlite_url, path=path, lock_timeout=0.1, allow_memory=True) as analytics:
+        # The default, as the README shows it: works while a dashboard holds the file.
+        with Analytics(sqlite_url, path=path, lock_timeout=0.1) as analytics:
             assert analytics.in_memory
             assert analytics.sql("SELECT count(*) AS n FROM calls").n[0] == 2
+            assert len(analytics.calls()) == 2
     finally:
         holder.kill()
         holder.wait()
@@ -194,3 +196,26 @@ def test_default_file_sits_beside_a_sqlite_ledger_and_in_the_cache_for_a_server(
     two = analytics_path_for(database_url("postgresql://u:other@h/db"))
     assert one == two and one.parent == tmp_path / "cache" / "ledger"
     assert "secret" not in str(one)
+
+
+def test_a_copy_from_before_migration_0002_is_copied_again_in_the_new_shape(
+    ledger_url: str, tmp_path: Path
+) -> None:
+    insert_rows(ledger_url, [TAGGED])
+    with open_analytics(ledger_url, tmp_path):
+        pass
+    # The file as a version before 0002 left it: 32-bit tokens, no usage_reported.
+    with duckdb.connect(str(tmp_path / "analytics.duckdb")) as con:
+        con.execute("ALTER TABLE token_usage DROP COLUMN usage_reported")
+        con.execute("ALTER TABLE token_usage ALTER COLUMN input_tokens TYPE INTEGER")
+    insert_rows(
+        ledger_url,
+        [served(1, "A", input_tokens=3_000_000_000, usage_reported=False)],
+    )
+    with open_analytics(ledger_url, tmp_path) as analytics:
+        rows = analytics.sql(
+            "SELECT input_tokens, usage_reported FROM token_usage ORDER BY id"
+        ).values.tolist()
+        hits = analytics.cache_hits()[["calls", "reported_calls", "input_tokens"]].sum()
+    assert rows == [[10, True], [3_000_000_000, False]]
+    assert hits.tolist() == [2, 1, 10]

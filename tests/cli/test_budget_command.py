@@ -148,6 +148,25 @@ def test_an_agent_the_ledger_never_saw_is_a_configuration_error(
     assert "tool.ledger.budgets.d.agent" in result.stderr and "planner" in result.stderr
 
 
+def test_a_config_file_with_a_budgets_table_is_read_like_ledger_toml(
+    project: Path, ledger_url: str
+) -> None:
+    insert_rows(ledger_url, turns(["0.03"] * 3))
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    ci = project / "ci-budgets.toml"
+    ci.write_text(TURN_BUDGET.replace("tool.ledger.", ""))
+    result = run("check", *WINDOW, "--config", str(ci), "--format", "json")
+    assert result.exit_code == 1, result.output  # mean 0.03 > 0.02: read, and exceeded
+    assert json.loads(result.stdout)["exceeded"] == ["ci_turn"]
+    ci.write_text(TURN_BUDGET.replace("tool.ledger.", "").replace("0.02", '"cheap"'))
+    result = run("check", *WINDOW, "--config", str(ci))
+    assert result.exit_code == 2 and "budgets.ci_turn.mean_usd" in result.stderr
+    assert "tool.ledger.budgets" not in result.stderr
+    # a file of another name in pyproject.toml's layout still reads
+    ci.write_text(TURN_BUDGET)
+    assert run("check", *WINDOW, "--config", str(ci)).exit_code == 1
+
+
 def test_no_budgets_file_exits_2(project: Path) -> None:
     (project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     result = run("check")

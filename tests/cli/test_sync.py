@@ -80,4 +80,5 @@ def test_sync_on_a_ledger_without_the_change_log_says_how_to_fix_it(
     monkeypatch.setenv("LEDGER_ANALYTICS_PATH", str(tmp_path / "a.duckdb"))
     result = CliRunner().invoke(cli, ["sync"])  # main() prints it as "ledger: ..."; exit 2
     assert isinstance(result.exception, SchemaOutOfDate)
-    assert "has no change log (ledger_changes); run `ledger db upgrade`" in str(result.exception)
+    assert "this code needs" in str(result.exception)
+    assert "run `ledger db upgrade`" in str(result.exception)

@@ -128,3 +128,18 @@ def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_limit() -> Non
             return client.get("/ask", headers={"X-Forwarded-For": ip}).status_code
 
         assert [ask("203.0.113.1"), ask("203.0.113.2"), ask("203.0.113.1")] == [200, 200, 429]
+
+
+def test_a_refusal_renderer_answers_429s_in_the_apps_own_error_format() -> None:
+    def openai_style(scope: Any, exc: TooManyRequests) -> HTTPResponse:
+        body = json.dumps({"error": {"message": str(exc), "path": scope["path"]}}).encode()
+        return 429, [(b"retry-after", b"7")], body
+
+    app = ResilienceMiddleware(Agent(), limiter=SlidingWindowLimiter(1, 60.0), refusal=openai_style)
+    with LoopbackServer(app) as server, httpx.Client(base_url=server.url) as client:
+        assert client.get("/ask").status_code == 200
+        refused, raised = client.get("/ask"), client.get("/inner-limit")
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "7"
+    assert refused.json()["error"]["path"] == "/ask"
+    assert "1 requests per 60 s" in refused.json()["error"]["message"]
+    assert raised.status_code == 429  # refused by the limiter before the app raised its own

@@ -182,6 +182,8 @@ def test_rejected_rows_go_to_a_dead_letter_file_and_the_rest_are_written(
     assert sorted(stored_ids(poison_trigger)) == sorted(good)
     [dead] = journal_dir.glob("dead-letter-*.jsonl")
     assert bad in dead.read_text()
+    # as private as the journal segments it came from, whatever the umask
+    assert dead.stat().st_mode & 0o777 == 0o600
     assert str(dead) in caplog.text and "refused 1 event" in caplog.text
 
 
@@ -228,7 +230,7 @@ def test_sigkill_while_recording_loses_nothing_after_replay(
     assert expected <= set(ids)
     assert set(ids) - expected <= {event_id(returned)}
     assert segments(journal_dir) == []
-    assert replay(ledger_url, journal_dir=journal_dir) == 0
+    assert replay(ledger_url, journal_dir=journal_dir).events == 0
 
 
 def test_two_processes_record_into_one_sqlite_file(sqlite_url: str, tmp_path: Path) -> None:

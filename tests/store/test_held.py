@@ -32,7 +32,10 @@ def db_status(url: str, journal_dir: Path) -> str:
     result = CliRunner().invoke(
         db, ["status", "--journal-dir", str(journal_dir)], env={"LEDGER_DATABASE_URL": url}
     )
-    assert result.exception is None, result.output
+    # 0 when the schema is current, 1 when it is not (some tests downgrade it on purpose)
+    assert result.exit_code in (0, 1) and isinstance(result.exception, SystemExit | None), (
+        result.output
+    )
     return result.output
 
 
@@ -137,7 +140,7 @@ def test_a_kill_loses_exactly_the_events_status_reported(
     assert f"process {child.pid} ended holding {held_count} event(s) only in memory" in out
     upgrade(engine)
     with caplog.at_level(logging.ERROR, logger="ledger"):
-        assert replay(sqlite_url, journal_dir=journal_dir) == recorded - held_count
+        assert replay(sqlite_url, journal_dir=journal_dir).inserted == recorded - held_count
     with engine.connect() as conn:
         stored = conn.execute(select(func.count()).select_from(token_usage)).scalar()
     engine.dispose()

@@ -1,0 +1,422 @@
+"""The gateway as a plain ASGI application (no framework: four routes do not need one).
+
+::
+
+    POST /v1/chat/completions   OpenAI wire, plain and SSE
+    POST /v1/messages           Anthropic wire, plain and SSE
+    GET  /v1/models             the public model names (OpenAI's list shape, or
+                                Anthropic's when the request carries anthropic-version)
+    GET  /healthz               liveness, no key needed
+
+A request passes, in order: the gateway key (401 without a valid one), the
+ADR-0016 rate limiter (:class:`~ledger.resilience.ResilienceMiddleware`, keyed by
+the gateway key's name, else the proxy-aware client address), the response cache
+when configured (:mod:`ledger.gateway.cache`), then the cascade
+(:mod:`ledger.gateway.relay`). Every refusal is an error in the wire format of the
+route called. A watcher on the ASGI ``receive``
+channel cancels the call when the client disconnects, which closes the upstream
+request and records the row (:func:`ledger.gateway.relay._disconnected`).
+
+Importable for any ASGI server: ``uvicorn --factory ledger.gateway.app:from_environment``
+reads the configuration file (see :mod:`ledger.gateway.config`) in each worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any, Final
+
+from ledger.attempt import Recorder
+from ledger.errors import BudgetExceeded, HTTPResponse, ProviderConfigurationError, TooManyRequests
+from ledger.gateway.access_log import ACCESS_LOG_ENV, configure_access_log, log_access
+from ledger.gateway.answers import JSON, NO_STORE, error_response
+from ledger.gateway.auth import KeyTable, presented_key
+from ledger.gateway.cache import Answer, Capture, GatewayCache, cacheable
+from ledger.gateway.config import GatewayConfig, GatewayKey, Target, Wire, load_config
+from ledger.gateway.inbound import BadRequest, Inbound, parse
+from ledger.gateway.relay import Caller, Outcome, bodies_for
+from ledger.gateway.translate import Untranslatable
+from ledger.gateway.upstream import Upstreams
+from ledger.resilience.cache import ResponseCache
+from ledger.resilience.identity import ClientIdentity
+from ledger.resilience.limiter import RateLimiter, SlidingWindowLimiter
+from ledger.resilience.middleware import ResilienceMiddleware
+
+if TYPE_CHECKING:
+    from ledger.budgets.guard import BudgetGuard
+    from ledger.resilience.redis_backend import RedisConnections
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+log = logging.getLogger("ledger.gateway")
+
+ROUTES: Final[dict[str, Wire]] = {"/v1/chat/completions": "chat", "/v1/messages": "messages"}
+#: A request body larger than this is refused (413) before it is read further.
+MAX_BODY_BYTES: Final = 32 * 1024 * 1024
+#: The key prefix of the gateway's limiter windows and cache entries in Redis.
+REDIS_PREFIX: Final = "ledger:gateway:"
+#: Where the authenticated key travels from the auth step to the limiter's key.
+KEY_STATE: Final = "ledger.gateway.key"
+
+
+class KeyIdentity(ClientIdentity):
+    """The limiter's key: the gateway key's name, else the proxy-aware client address."""
+
+    def key(self, scope: Mapping[str, Any]) -> str:
+        found: GatewayKey | None = scope.get("state", {}).get(KEY_STATE)
+        return f"key:{found.name}" if found is not None else super().key(scope)
+
+
+def _wire_of(scope: Scope) -> Wire:
+    return "messages" if scope.get("path") == "/v1/messages" else "chat"
+
+
+def _refusal(scope: Scope, exc: TooManyRequests) -> HTTPResponse:
+    return error_response(
+        _wire_of(scope), 429, str(exc), code="rate_limited", retry_after=exc.retry_after
+    )
+
+
+def _headers(scope: Scope) -> dict[bytes, bytes]:
+    return {k.lower(): v for k, v in scope.get("headers") or ()}
+
+
+async def _send_answer(send: Send, answer: HTTPResponse) -> None:
+    status, headers, body = answer
+    headers = [*headers, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _TooLarge(Exception):
+    """The request body passed :data:`MAX_BODY_BYTES`."""
+
+
+class _Gone(Exception):
+    """The client disconnected before its request body arrived."""
+
+
+async def _read_body(receive: Receive) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Gone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _TooLarge
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+class GatewayApp:
+    """The ASGI application; see the module docstring.
+
+    ``ledger``: where rows go (a :class:`~ledger.store.ledger.Ledger`, or anything
+    with its ``record``); it is flushed at shutdown when it has ``flush``.
+    ``guard``: the budget guard (None: budgets not enforced). ``limiter``: the
+    ADR-0016 limiter (None: built from the configuration's ``rate_limit``, if any).
+    ``cache``: the response cache (None: an in-process one when ``response_cache``).
+    ``redis``: the Redis connections behind the limiter and cache, closed at shutdown.
+    """
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        ledger: Recorder,
+        *,
+        guard: BudgetGuard | None = None,
+        limiter: RateLimiter | None = None,
+        upstreams: Upstreams | None = None,
+        cache: ResponseCache[Answer] | None = None,
+        redis: RedisConnections | None = None,
+        strict: bool | None = None,
+    ) -> None:
+        self.config = config
+        self.ledger = ledger
+        self.redis = redis  # closed at shutdown
+        self.keys = KeyTable(config.keys)
+        self.upstreams = upstreams or Upstreams(config, ledger, guard=guard, strict=strict)
+        # Every provider a route can reach is built now (as the cascade does): a missing key
+        # fails at start, not under load when the primary first answers 429.
+        named = {t.provider for chain in config.models.values() for t in chain}
+        for name in sorted(named | set(config.passthrough)):
+            self.upstreams.provider(name)
+        self.caller = Caller(self.upstreams, default_retry_after_s=config.default_retry_after_s)
+        if cache is None and config.response_cache:
+            cache = ResponseCache(ttl_s=config.cache_ttl_s)
+        self.cache = GatewayCache(cache, ledger) if cache is not None else None
+        if limiter is None and config.rate_limit is not None:
+            limiter = SlidingWindowLimiter(*config.rate_limit)
+        identity = KeyIdentity.from_spec(config.trusted_proxies)
+        self._call_app = ResilienceMiddleware(
+            self._call,
+            limiter=limiter,
+            identity=KeyIdentity(identity.networks, identity.hops),
+            refusal=_refusal,
+        )
+        self._in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path, method = scope.get("path", ""), scope.get("method", "GET")
+        if path == "/healthz":
+            await _send_answer(send, (200, [JSON, NO_STORE], b'{"status":"ok"}'))
+            return
+        wire = ROUTES.get(path)
+        if path != "/v1/models" and wire is None:
+            await _send_answer(send, error_response("chat", 404, f"no route {path}"))
+            return
+        expected = "GET" if wire is None else "POST"
+        if method != expected:
+            await _send_answer(send, error_response(wire or "chat", 405, f"use {expected} {path}"))
+            return
+        headers = _headers(scope)
+        found = self.keys.find(presented_key(headers))
+        if found is None and self.config.auth == "keys":
+            answer_wire: Wire = wire or ("messages" if b"anthropic-version" in headers else "chat")
+            message = "a valid gateway key is required (Authorization: Bearer … or x-api-key)"
+            await _send_answer(
+                send, error_response(answer_wire, 401, message, code="invalid_api_key")
+            )
+            return
+        scope.setdefault("state", {})[KEY_STATE] = found
+        if wire is None:
+            await self._models(headers, send)
+            return
+        await self._call_app(scope, receive, send)
+
+    async def _models(self, headers: Mapping[bytes, bytes], send: Send) -> None:
+        names = sorted(self.config.models)
+        if b"anthropic-version" in headers:
+            data: dict[str, Any] = {
+                "data": [
+                    {
+                        "type": "model",
+                        "id": n,
+                        "display_name": n,
+                        "created_at": "1970-01-01T00:00:00Z",
+                    }
+                    for n in names
+                ],
+                "has_more": False,
+                "first_id": names[0] if names else None,
+                "last_id": names[-1] if names else None,
+            }
+        else:
+            data = {
+                "object": "list",
+                "data": [
+                    {
+                        "id": n,
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": self.config.models[n][0].provider,
+                    }
+                    for n in names
+                ],
+            }
+        await _send_answer(send, (200, [JSON], json.dumps(data).encode()))
+
+    async def _call(self, scope: Scope, receive: Receive, send: Send) -> None:
+        wire = ROUTES[scope["path"]]
+        started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+        outcome = Outcome()
+        key: GatewayKey | None = scope["state"].get(KEY_STATE)
+        model: str | None = None
+        self._in_flight += 1
+        try:
+            try:
+                raw = await _read_body(receive)
+            except _TooLarge:
+                await _send_answer(send, error_response(wire, 413, "request body too large"))
+                outcome.status = 413
+                return
+            except _Gone:
+                outcome.status = 499  # nginx's "client closed request": nothing was sent
+                return
+            headers = _headers(scope)
+            try:
+                inbound = parse(wire, raw, headers, key.tags if key is not None else {})
+                model = inbound.model
+                chain = self.config.chain(inbound.model)
+                if chain is None:
+                    raise LookupError(inbound.model)
+                bodies = bodies_for(inbound, chain)
+            except (BadRequest, Untranslatable) as exc:
+                outcome.status = 400
+                await _send_answer(send, error_response(wire, 400, str(exc)))
+                return
+            except LookupError:
+                outcome.status = 404
+                message = (
+                    f"model {model!r} is not served by this gateway (GET /v1/models lists them)"
+                )
+                await _send_answer(send, error_response(wire, 404, message, code="model_not_found"))
+                return
+            if self.cache is not None and cacheable(inbound):
+                call = self._cached(inbound, chain, bodies, send, outcome)
+            else:
+                call = self.caller.run(inbound, chain, bodies, send, outcome)
+            await self._watched(call, receive)
+        except BudgetExceeded as exc:
+            outcome.status = 429
+            await _send_answer(
+                send,
+                error_response(
+                    wire, 429, str(exc), code="budget_exceeded", retry_after=_to_midnight()
+                ),
+            )
+        except ProviderConfigurationError as exc:
+            outcome.status = 502
+            log.error("gateway: %s", exc)
+            await _send_answer(
+                send,
+                error_response(
+                    wire, 502, "the gateway cannot reach this model's provider (see its log)"
+                ),
+            )
+        finally:
+            self._in_flight -= 1
+            log_access(scope, started, t0, outcome, key, model)
+
+    async def _cached(
+        self,
+        inbound: Inbound,
+        chain: tuple[Target, ...],
+        bodies: list[Mapping[str, Any]],
+        send: Send,
+        outcome: Outcome,
+    ) -> None:
+        """A whole answer through the response cache (see :mod:`ledger.gateway.cache`)."""
+        assert self.cache is not None
+
+        async def compute() -> Answer:
+            capture = Capture()
+            await self.caller.run(inbound, chain, bodies, capture.send, outcome)
+            return capture.answer(outcome)
+
+        value, hit = await self.cache.answer(inbound, chain, compute)
+        outcome.status = value["status"]
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in value["headers"]]
+        if hit:
+            headers = [h for h in headers if h[0] != b"x-ledger-call-id"]
+        headers.append((b"x-ledger-cache", b"hit" if hit else b"miss"))
+        await send({"type": "http.response.start", "status": value["status"], "headers": headers})
+        await send({"type": "http.response.body", "body": value["body"].encode()})
+
+    async def _watched(self, call: Awaitable[None], receive: Receive) -> None:
+        """Run ``call``, cancelling it if the client disconnects first."""
+        task = asyncio.ensure_future(call)
+        watcher = asyncio.ensure_future(_disconnect(receive))
+        try:
+            await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not task.done():
+                task.cancel()
+            watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def aclose(self) -> None:
+        """Close the upstream connections and flush the ledger (rows reach the database)."""
+        await self.upstreams.aclose()
+        if self.redis is not None:
+            await self.redis.aclose()
+            self.redis.close()
+        flush = getattr(self.ledger, "flush", None)
+        if callable(flush):
+            await asyncio.to_thread(flush)
+
+
+async def _disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _to_midnight() -> float:
+    now = dt.datetime.now(dt.UTC)
+    tomorrow = (now + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return (tomorrow - now).total_seconds()
+
+
+def create_app(
+    config: GatewayConfig, ledger: Recorder | None = None, *, strict: bool | None = None
+) -> GatewayApp:
+    """The app for ``config``: rows to ``ledger`` (default: the process's ledger), with the
+    budget guard when ``budgets = true`` and Redis backends when ``redis_url`` is set."""
+    from ledger.store.ledger import default_ledger
+
+    recorder = ledger if ledger is not None else default_ledger()
+    guard = None
+    if config.budgets:
+        from ledger.budgets import BudgetGuard
+        from ledger.budgets import load_config as load_budgets
+
+        guard = BudgetGuard.from_ledger(load_budgets())
+    limiter: RateLimiter | None = None
+    cache: ResponseCache[Answer] | None = None
+    redis = None
+    if config.redis_url and (config.rate_limit is not None or config.response_cache):
+        from ledger.resilience import (
+            RedisCacheStore,
+            RedisConnections,
+            RedisHealth,
+            RedisSlidingWindowLimiter,
+        )
+
+        redis = RedisConnections(config.redis_url)
+        health = RedisHealth()  # one outage warning for the limiter and the cache together
+        if config.rate_limit is not None:
+            limit, window = config.rate_limit
+            limiter = RedisSlidingWindowLimiter(
+                redis,
+                limit,
+                window,
+                prefix=REDIS_PREFIX,
+                health=health,
+                fallback=SlidingWindowLimiter(limit, window),
+            )
+        if config.response_cache:
+            store = RedisCacheStore(redis, prefix=REDIS_PREFIX, health=health)
+            cache = ResponseCache(ttl_s=config.cache_ttl_s, shared=store)
+    return GatewayApp(
+        config, recorder, guard=guard, limiter=limiter, cache=cache, redis=redis, strict=strict
+    )
+
+
+def from_environment() -> GatewayApp:
+    """``uvicorn --factory ledger.gateway.app:from_environment``: the configuration file
+    found from the working directory (or ``LEDGER_GATEWAY_FILE``)."""
+    if os.environ.get(ACCESS_LOG_ENV) == "1":
+        configure_access_log()
+    return create_app(load_config())

@@ -1,0 +1,326 @@
+"""One call through a public model's chain: the ADR-0014 cascade, with bytes relayed.
+
+The decisions are the cascade's own (:class:`ledger.cascade.Plan`: next route on
+429, 5xx, transport failures and malformed answers; any other 4xx answered at
+once; all failed -> the localized 503 with ``Retry-After``). What this module adds
+is the relay:
+
+* a whole answer is read, recorded, and sent on (translated when the route's wire
+  differs from the client's);
+* a stream is *committed* to once it produces its first text, or at once when no
+  route is left to fall back to (the last route's first byte goes to the client
+  as soon as it arrives). Before that its bytes are held (at most
+  :data:`MAX_HELD_BYTES`, then it commits anyway), so an error before the first
+  token can still fall back, as :class:`~ledger.cascade.CascadeStream` does;
+* after committing, each upstream chunk is sent before the next is read: the
+  client's pace is the upstream's pace (``send`` waits while the client's socket
+  buffer is full), nothing piles up here;
+* the OpenAI usage chunk the gateway asked for on the client's behalf is removed
+  when the client did not ask for it (``stream_options`` honoured).
+
+Cancellation (the client went away) propagates from the ASGI app into here: the
+upstream response is closed at once, which cancels the upstream request, and the
+attempt's row is written with what was seen and the tag ``disconnected=client``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+import httpx
+
+from ledger.cascade import Plan, RetryPolicy, Route
+from ledger.errors import AllProvidersFailed, ProviderError
+from ledger.events import UsageEvent
+from ledger.gateway.answers import JSON, NO_STORE, SSE, all_failed_response, error_response
+from ledger.gateway.config import Target, Wire
+from ledger.gateway.inbound import Inbound
+from ledger.gateway.translate import (
+    chat_to_message,
+    chat_to_messages,
+    message_to_chat,
+    messages_to_chat,
+)
+from ledger.gateway.translate_stream import ChatToMessages, MessagesToChat
+from ledger.gateway.upstream import Filing, Upstreams
+from ledger.instrument.meter import Exchange
+from ledger.providers import PROVIDERS
+
+Message = MutableMapping[str, Any]
+Send = Callable[[Message], Awaitable[None]]
+
+#: Bytes of an uncommitted stream held back before committing anyway (no unbounded buffer).
+MAX_HELD_BYTES: Final = 64 * 1024
+#: The tag written on the row of an attempt whose client went away.
+DISCONNECTED: Final = ("disconnected", "client")
+_USAGE_ONLY: Final = re.compile(rb'"choices"\s*:\s*\[\s*\]')
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the access log says about a call: its id, status and the answering route."""
+
+    call_id: str | None = None
+    status: int = 0
+    provider: str | None = None
+    attempts: int = 0
+    #: The answering attempt's row (its provider, model, upstream credit a cache hit).
+    event: UsageEvent | None = None
+
+
+def bodies_for(inbound: Inbound, chain: tuple[Target, ...]) -> list[Mapping[str, Any]]:
+    """The request body for each route, translated where its wire differs; checked for
+    every route before anything is sent, so an untranslatable feature is a 400 up front
+    rather than a surprise when the primary first fails."""
+    out: list[Mapping[str, Any]] = []
+    for target in chain:
+        if target.wire == inbound.wire:
+            out.append(inbound.body)
+        elif inbound.wire == "chat":
+            out.append(chat_to_messages(inbound.body, target.model))
+        else:
+            provider = PROVIDERS[target.provider]
+            field = getattr(provider, "max_tokens_field", "max_tokens")
+            out.append(messages_to_chat(inbound.body, target.model, field))
+    return out
+
+
+class _UsageStripper:
+    """Drops the usage-only chunk (``"choices": []``) of an OpenAI stream, event by event."""
+
+    def __init__(self) -> None:
+        self._tail = b""
+
+    def feed(self, data: bytes) -> bytes:
+        data = self._tail + data
+        cut = data.rfind(b"\n\n")
+        if cut < 0:
+            self._tail = data
+            return b""
+        self._tail = data[cut + 2 :]
+        events = data[: cut + 2].split(b"\n\n")
+        return b"".join(e + b"\n\n" for e in events if e and not _USAGE_ONLY.search(e))
+
+    def close(self) -> bytes:
+        tail, self._tail = self._tail, b""
+        return b"" if _USAGE_ONLY.search(tail) else tail
+
+
+class _Passthrough:
+    def feed(self, data: bytes) -> bytes:
+        return data
+
+    def close(self) -> bytes:
+        return b""
+
+
+class Caller:
+    """Runs calls for the app: ``await caller.run(inbound, chain, send)``."""
+
+    def __init__(self, upstreams: Upstreams, *, default_retry_after_s: float) -> None:
+        self.upstreams = upstreams
+        self.default_retry_after_s = default_retry_after_s
+        self._rng = random.Random()  # the plan's jitter (unused with one try per route)
+
+    async def run(
+        self,
+        inbound: Inbound,
+        chain: tuple[Target, ...],
+        bodies: list[Mapping[str, Any]],
+        send: Send,
+        outcome: Outcome,
+    ) -> None:
+        routes = tuple(Route(t.provider, t.model) for t in chain)
+        plan = Plan(routes, RetryPolicy(), self.default_retry_after_s, self._rng, time.monotonic)
+        outcome.call_id = plan.call_id
+        first = chain[0]
+        while (route := plan.next()) is not None:
+            index = routes.index(route)
+            target, body = chain[index], bodies[index]
+            filing = Filing(plan.call_id, plan.attempt, first.provider, first.model)
+            prep = self.upstreams.prepare(inbound, target, body, filing)
+            guard = self.upstreams.guard
+            if guard is not None:
+                guard.before_send(prep, dt.datetime.now(dt.UTC))  # BudgetExceeded: nothing sent
+            exchange = self.upstreams.exchange(prep, target.wire)
+            outcome.attempts = plan.attempt
+            last = index == len(routes) - 1
+            error = await self._attempt(inbound, target, exchange, send, last, outcome)
+            if error is None:
+                outcome.provider, outcome.event = target.provider, exchange.event
+                return
+            try:
+                delay = plan.failed(error)
+            except ProviderError:
+                await self._refuse(inbound.wire, error, send, outcome)
+                return
+            if delay:
+                await asyncio.sleep(delay)
+        exc: AllProvidersFailed = plan.exhausted(inbound.identity.locale)
+        status, headers, payload = all_failed_response(inbound.wire, exc, inbound.identity.locale)
+        await _answer(send, status, headers, payload, outcome)
+
+    async def _refuse(self, wire: Wire, error: ProviderError, send: Send, outcome: Outcome) -> None:
+        status = error.http_status if error.http_status and error.http_status >= 400 else 502
+        answer = error_response(
+            wire, status, str(error), code=error.code, retry_after=error.retry_after
+        )
+        await _answer(send, *answer, outcome)
+
+    async def _attempt(
+        self,
+        inbound: Inbound,
+        target: Target,
+        exchange: Exchange,
+        send: Send,
+        last: bool,
+        outcome: Outcome,
+    ) -> ProviderError | None:
+        """One attempt; None once the client has its answer, else the attempt's error."""
+        response: httpx.Response | None = None
+        try:
+            response = await self.upstreams.send(exchange.prep, exchange)
+            if response is None:
+                return exchange.error
+            if not inbound.stream or not 200 <= response.status_code < 300:
+                return await self._whole(inbound, target, exchange, response, send, last, outcome)
+            return await self._stream(inbound, target, exchange, response, send, last, outcome)
+        except asyncio.CancelledError:
+            _disconnected(exchange)
+            raise
+        finally:
+            if response is not None:
+                await response.aclose()
+
+    async def _whole(
+        self,
+        inbound: Inbound,
+        target: Target,
+        exchange: Exchange,
+        response: httpx.Response,
+        send: Send,
+        last: bool,
+        outcome: Outcome,
+    ) -> ProviderError | None:
+        try:
+            body = await response.aread()
+        except httpx.HTTPError as exc:
+            exchange.finish(broken=exc)
+            return exchange.error
+        exchange.feed(body)
+        passthrough = target.wire == inbound.wire
+        if last and passthrough and 200 <= response.status_code < 300:
+            # Nothing left to fall back to: the client gets the provider's answer first and
+            # the row (parse, price, journal) is written after, off the client's latency.
+            await _answer(send, response.status_code, [JSON, *_call_header(outcome)], body, outcome)
+            exchange.finish()
+            return None
+        exchange.finish()
+        if exchange.error is not None:
+            return exchange.error
+        if not passthrough:
+            back = message_to_chat if inbound.wire == "chat" else chat_to_message
+            body = json.dumps(back(json.loads(body)), ensure_ascii=False).encode()
+        headers = [JSON, *_call_header(outcome)]
+        await _answer(send, response.status_code, headers, body, outcome)
+        return None
+
+    async def _stream(
+        self,
+        inbound: Inbound,
+        target: Target,
+        exchange: Exchange,
+        response: httpx.Response,
+        send: Send,
+        last: bool,
+        outcome: Outcome,
+    ) -> ProviderError | None:
+        transform: _Passthrough | _UsageStripper | MessagesToChat | ChatToMessages
+        if target.wire != inbound.wire and inbound.wire == "chat":
+            transform = MessagesToChat(include_usage=inbound.include_usage)
+        elif target.wire != inbound.wire:
+            transform = ChatToMessages()
+        elif inbound.wire == "chat" and not inbound.include_usage:
+            transform = _UsageStripper()
+        else:
+            transform = _Passthrough()
+        held: list[bytes] = []
+        held_bytes = 0
+        committed = last
+        if committed:
+            await _start_stream(send, response.status_code, outcome)
+        try:
+            async for raw in response.aiter_raw():
+                exchange.feed(raw)
+                out = transform.feed(raw)
+                if not committed:
+                    parser = exchange.parser
+                    if parser is not None and parser.error is not None:
+                        break  # an error before the first token: fall back if transient
+                    held.append(out)
+                    held_bytes += len(out)
+                    if exchange.ttft is None and held_bytes < MAX_HELD_BYTES:
+                        continue
+                    committed = True
+                    await _start_stream(send, response.status_code, outcome)
+                    out, held = b"".join(held), []
+                if out:
+                    await send({"type": "http.response.body", "body": out, "more_body": True})
+        except httpx.HTTPError as exc:
+            exchange.finish(broken=exc)
+            if not committed:
+                return exchange.error
+            await _end_stream(send, transform.close())
+            return None
+        exchange.finish()
+        if not committed:
+            if exchange.error is not None:
+                return exchange.error
+            await _start_stream(send, response.status_code, outcome)
+        await _end_stream(send, b"".join(held) + transform.close())
+        return None
+
+
+def _call_header(outcome: Outcome) -> list[tuple[bytes, bytes]]:
+    return [(b"x-ledger-call-id", outcome.call_id.encode())] if outcome.call_id else []
+
+
+async def _answer(
+    send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes, outcome: Outcome
+) -> None:
+    outcome.status = status
+    headers = [*headers, (b"content-length", str(len(body)).encode())]
+    if not any(k == b"x-ledger-call-id" for k, _ in headers):
+        headers += _call_header(outcome)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _start_stream(send: Send, status: int, outcome: Outcome) -> None:
+    outcome.status = status
+    headers = [SSE, NO_STORE, (b"x-accel-buffering", b"no"), *_call_header(outcome)]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+
+
+async def _end_stream(send: Send, tail: bytes) -> None:
+    await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+def _disconnected(exchange: Exchange) -> None:
+    """The client went away: the attempt's row says so, with what was seen so far.
+
+    Nothing is recorded for an attempt whose response had not begun (no status yet),
+    as the metering transport and the client do for a cancelled call."""
+    if exchange.finished or exchange.status is None:
+        return
+    call = exchange.prep.call
+    exchange.prep.call = replace(call, tags={**(call.tags or {}), DISCONNECTED[0]: DISCONNECTED[1]})
+    exchange.finish(early=True)

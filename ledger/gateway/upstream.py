@@ -1,0 +1,168 @@
+"""One attempt at one provider, as the gateway makes it: the request built by the
+providers (sticky key, routing, model) from the client's own body, the bytes sent by
+one pooled ``httpx.AsyncClient``, and the response observed by the metering
+transport's :class:`~ledger.instrument.meter.Exchange`, so the row is written by the
+same parsers and the same row builder as every other front door.
+
+The client's body goes upstream as sent (re-encoded, same JSON) except: ``model``
+becomes the route's model; OpenRouter gets the ADR-0221 key in ``session_id``
+(:func:`ledger.attempt.prepare` puts it only where ``sticky_session`` is declared);
+a stream asks for usage (``stream_options.include_usage``) where the provider
+accepts it, because the row needs it (the client still gets only what it asked
+for, see :mod:`ledger.gateway.relay`); OpenRouter's request asks for usage
+accounting as the client would. Upstreams are asked for ``identity`` encoding so
+the relay passes bytes on as they come.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Final
+
+import httpx
+
+from ledger.attempt import Attempt, Call, Prepared, Recorder, prepare
+from ledger.events import UsageEvent
+from ledger.gateway.config import GatewayConfig, Target
+from ledger.gateway.inbound import Inbound
+from ledger.instrument.meter import Exchange, Meter
+from ledger.providers import Provider, make_provider
+from ledger.providers.openai_compat import OpenAIStyleProvider
+
+if TYPE_CHECKING:
+    from ledger.budgets.guard import BudgetGuard
+
+#: httpx's timeout family: an attempt that timed out is recorded as ``timeout``.
+TIMEOUTS: Final = (httpx.TimeoutException,)
+
+
+class GuardedRecorder:
+    """The ledger, with the budget guard told of every row (as the client does)."""
+
+    def __init__(self, ledger: Recorder, guard: BudgetGuard | None) -> None:
+        self.ledger = ledger
+        self.guard = guard
+
+    def record(self, event: UsageEvent) -> str:
+        if self.guard is not None:
+            self.guard.observe(event)  # the spend happened whether or not the ledger took it
+        return self.ledger.record(event)
+
+
+@dataclass(frozen=True, slots=True)
+class Filing:
+    """How an attempt is filed: the call, its number, what the chain asked first."""
+
+    call_id: str
+    attempt: int
+    requested_provider: str
+    requested_model: str
+
+
+class Upstreams:
+    """The providers, the HTTP pool and the meter of one gateway process."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        ledger: Recorder,
+        *,
+        guard: BudgetGuard | None = None,
+        http: httpx.AsyncClient | None = None,
+        strict: bool | None = None,
+    ) -> None:
+        self.config = config
+        #: Consulted before each attempt is sent, told of every row (as the client does).
+        self.guard = guard
+        self.http = http or httpx.AsyncClient(
+            timeout=httpx.Timeout(config.timeout_s, connect=10.0),
+            # TCP_NODELAY: the request's header and body writes must not wait on Nagle
+            # for the server's delayed ACK (a 40 ms stall per call on loopback).
+            transport=httpx.AsyncHTTPTransport(
+                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
+                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+            ),
+        )
+        self.meter = Meter(ledger=GuardedRecorder(ledger, guard), strict=strict)
+        self._providers: dict[str, Provider] = {}
+
+    def provider(self, name: str) -> Provider:
+        """The provider ``name``, built once with the configured URL and key (else its
+        environment variables); ``ProviderConfigurationError`` when it has no key."""
+        found = self._providers.get(name)
+        if found is None:
+            settings = self.config.providers.get(name)
+            options: dict[str, Any] = {}
+            if settings is not None and settings.base_url:
+                options["base_url"] = settings.base_url
+            if settings is not None and settings.api_key_env:
+                options["api_key"] = os.environ.get(settings.api_key_env)
+            found = self._providers[name] = make_provider(name, **options)
+        return found
+
+    def prepare(
+        self, inbound: Inbound, target: Target, body: Mapping[str, Any], filing: Filing
+    ) -> Prepared:
+        """The attempt's request (``body`` in the target's wire format); ``ValueError``
+        for what the ledger could not record, nothing sent."""
+        provider = self.provider(target.provider)
+        rest = {k: v for k, v in body.items() if k not in ("model", "messages")}
+        asks_usage = isinstance(provider, OpenAIStyleProvider) and provider.sends_stream_options
+        if inbound.stream and asks_usage:
+            options = rest.get("stream_options")
+            options = dict(options) if isinstance(options, dict) else {}
+            rest["stream_options"] = {**options, "include_usage": True}
+        ident = inbound.identity
+        call = Call(
+            messages=body.get("messages") or (),
+            session_id=ident.session_id,
+            actor_id=ident.actor_id,
+            locale=ident.locale,
+            tags=ident.tags,
+            extra_body=rest,
+            paused=ident.paused,
+        )
+        attempt = Attempt(
+            provider,
+            target.model,
+            filing.call_id,
+            filing.attempt,
+            filing.requested_provider,
+            filing.requested_model,
+        )
+        prep = prepare(
+            call, attempt, stream=inbound.stream, session_prefix=self.config.session_prefix
+        )
+        # The worst case the budget guard reserves reads the caller's output limit; it
+        # travels in the body (extra_body), so the Call learns it only now.
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        if isinstance(limit, int) and not isinstance(limit, bool):
+            prep.call = replace(call, max_tokens=limit)
+        return prep
+
+    def exchange(self, prep: Prepared, endpoint: str) -> Exchange:
+        """The meter's record of this attempt, started now."""
+        return Exchange(
+            self.meter, prep, TIMEOUTS, "messages" if endpoint == "messages" else "chat"
+        )
+
+    async def send(self, prep: Prepared, exchange: Exchange) -> httpx.Response | None:
+        """Send; the response with its body unread, or None after recording a transport
+        failure (``exchange.error`` says which)."""
+        headers = {**prep.headers, "accept-encoding": "identity"}
+        request = self.http.build_request(
+            prep.method, prep.url, headers=headers, content=prep.content
+        )
+        try:
+            response = await self.http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            exchange.failed(exc)
+            return None
+        exchange.respond(response.status_code, response.headers)
+        return response
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

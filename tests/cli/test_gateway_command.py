@@ -1,0 +1,32 @@
+"""``ledger gateway new-key`` / ``hash-key``, and a configuration mistake at start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from ledger.cli import cli
+from ledger.gateway import hash_key
+
+
+def test_new_key_prints_a_key_and_the_digest_to_store() -> None:
+    result = CliRunner().invoke(cli, ["gateway", "new-key"])
+    assert result.exit_code == 0
+    key_line, digest_line = result.output.strip().splitlines()
+    key = key_line.split()[-1]
+    assert digest_line.split()[-1] == hash_key(key)
+
+
+def test_hash_key_reads_stdin_so_the_key_stays_out_of_the_shell_history() -> None:
+    result = CliRunner().invoke(cli, ["gateway", "hash-key"], input="lgw-abc\n")
+    assert result.exit_code == 0 and result.output.strip() == hash_key("lgw-abc")
+    assert CliRunner().invoke(cli, ["gateway", "hash-key"], input="\n").exit_code == 2
+
+
+def test_a_bad_configuration_is_refused_before_binding(tmp_path: Path) -> None:
+    config = tmp_path / "ledger.toml"
+    config.write_text('[gateway]\nauth = "none"\nmodels = { x = ["nobody:m"] }\n')
+    result = CliRunner().invoke(cli, ["gateway", "--config", str(config)])
+    assert result.exit_code != 0
+    assert 'gateway.models."x"[0]' in str(result.exception)

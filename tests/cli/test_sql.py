@@ -1,0 +1,79 @@
+"""``ledger sql`` reads only: a write is refused by kind and the copy keeps every row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.analytics.builders import insert_rows, served
+from tests.cli.shell import ledger
+
+
+@pytest.fixture
+def four_rows(ledger_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    insert_rows(ledger_url, [served(i, "A", session_id="s", actor_id="a") for i in range(4)])
+    monkeypatch.setenv("LEDGER_DATABASE_URL", ledger_url)
+    monkeypatch.setenv("LEDGER_ANALYTICS_PATH", str(tmp_path / "analytics.duckdb"))
+    return ledger_url
+
+
+def count(capsys: pytest.CaptureFixture[str]) -> int:
+    result = ledger(capsys, "sql", "SELECT count(*) AS n FROM token_usage", "--format", "json")
+    assert result.code == 0, result.err
+    n: int = json.loads(result.out)[0]["n"]
+    return n
+
+
+@pytest.mark.parametrize(
+    ("query", "kind"),
+    [
+        ("DELETE FROM token_usage", "DELETE"),
+        ("UPDATE token_usage SET cost_usd = 0", "UPDATE"),
+        ("SELECT 1; DELETE FROM token_usage", "DELETE"),
+        ("CREATE TABLE mine AS SELECT * FROM token_usage", "CREATE"),
+        ("COPY token_usage TO '/dev/null'", "COPY"),
+        ("INSTALL httpfs", "LOAD"),
+        ("SET autoload_known_extensions = true", "SET"),
+    ],
+)
+def test_a_writing_statement_is_refused_by_kind_and_changes_nothing(
+    four_rows: str, capsys: pytest.CaptureFixture[str], query: str, kind: str
+) -> None:
+    assert count(capsys) == 4
+    result = ledger(capsys, "sql", query)
+    assert result.code == 2
+    assert result.err.startswith(f"ledger: {kind} statements are refused"), result.err
+    assert "Traceback" not in result.err
+    assert count(capsys) == 4
+    report = ledger(capsys, "report")
+    assert report.code == 0 and "no rows yet" not in report.out.split("Cost by")[0]
+
+
+def test_a_write_hidden_in_explain_analyze_is_stopped_by_the_read_only_transaction(
+    four_rows: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = ledger(capsys, "sql", "EXPLAIN ANALYZE DELETE FROM token_usage")
+    assert result.code == 1
+    assert "read-only" in result.err
+    assert count(capsys) == 4
+
+
+@pytest.mark.parametrize("query", ["", "   ", "/* only a comment */"])
+def test_an_empty_query_is_an_error(
+    four_rows: str, capsys: pytest.CaptureFixture[str], query: str
+) -> None:
+    result = ledger(capsys, "sql", query)
+    assert result.code == 2
+    assert "empty" in result.err and result.out == ""
+
+
+def test_reading_local_files_works_with_the_users_permissions(
+    four_rows: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data = tmp_path / "budget.csv"
+    data.write_text("team,usd\nsearch,12.5\n")
+    result = ledger(capsys, "sql", f"SELECT * FROM read_csv('{data}')", "--format", "csv")
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == ["team,usd", "search,12.5"]
