@@ -55,7 +55,7 @@ from ledger.analytics import gaps, session_state
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 3
+STATE_VERSION: Final = 4
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
 #: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).
