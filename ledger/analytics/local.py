@@ -161,6 +161,7 @@ def _reshape_copy(con: duckdb.DuckDBPyConnection) -> None:
     log.info("the analytics copy predates the ledger's schema; copying every row again")
     con.execute(f"DROP TABLE {TABLE_NAME}")
     con.execute("DELETE FROM ledger_sync")
+    con.execute("DELETE FROM ledger_cursor")  # no cursor: the next sync is a rebuild
     con.execute("DELETE FROM state_meta")
 
 
