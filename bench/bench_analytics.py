@@ -180,6 +180,24 @@ def timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
+#: What pandas_stickiness and pandas_cache_hits read.
+PANDAS_COLUMNS = (
+    "id",
+    "started_at",
+    "attempt",
+    "session_id",
+    "actor_id",
+    "requested_model",
+    "provider",
+    "upstream",
+    "session_key",
+    "status",
+    "response_cache_hit",
+    "input_tokens",
+    "cache_read_tokens",
+)
+
+
 def pandas_stickiness(df: pd.DataFrame, idle_s: float) -> pd.DataFrame:
     served = df[(df.status == "ok") & ~df.response_cache_hit & df.session_id.notna()].copy()
     served["ident"] = served.upstream.fillna(served.provider)
@@ -321,7 +339,10 @@ def main() -> None:
         analytics.close()
         return
 
-    df = analytics.relation(f"SELECT * FROM {TABLE_NAME}").to_arrow_table().to_pandas()
+    # pandas gets only the columns its two computations read: fed every column
+    # it looked about 4x slower than it is.
+    columns = ", ".join(PANDAS_COLUMNS)
+    df = analytics.relation(f"SELECT {columns} FROM {TABLE_NAME}").to_arrow_table().to_pandas()
     idle = analytics.settings.idle_window_s
     t_pd_stick, _ = timed(lambda: pandas_stickiness(df, idle))
     t_pd_cache, _ = timed(lambda: pandas_cache_hits(df))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,8 +34,7 @@ import duckdb
 import pandas as pd  # type: ignore[import-untyped]
 from sqlalchemy.engine import URL
 
-from ledger.analytics import figures, local, views
-from ledger.analytics.export import ExportResult, export_parquet
+from ledger.analytics import figures, local, prices, views
 from ledger.analytics.readonly import check_read_only
 from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.analytics.source import LedgerSource
@@ -106,6 +106,7 @@ class Analytics:
             local.write_settings(self._con, settings, overwrite=True)
             views.install(self._con)
             ensure_aggregates(self._con)
+            prices.refresh(self._con)
             self.last_sync: SyncResult | None = self.refresh(progress=progress) if sync else None
         except BaseException:
             self._con.close()
@@ -137,6 +138,8 @@ class Analytics:
             cursor = self._con.cursor()
             try:
                 self.last_sync = sync(cursor, self._source, full=full, progress=progress)
+                if not self.last_sync.up_to_date_already:
+                    prices.refresh(cursor)  # the new rows' models, priced for switch_costs
             finally:
                 cursor.close()
             return self.last_sync
@@ -200,14 +203,19 @@ class Analytics:
         finally:
             cursor.close()
 
-    def relation(self, query: str) -> duckdb.DuckDBPyRelation:
+    def relation(
+        self, query: str, parameters: Mapping[str, object] | None = None
+    ) -> duckdb.DuckDBPyRelation:
         """A lazy DuckDB relation on its own cursor (for streaming or re-export); reads only."""
         check_read_only(query)
-        return self._con.cursor().sql(query)
+        return self._con.cursor().sql(query, params=dict(parameters or {}))
 
     def view(self, name: str, filters: Filters | None = None) -> pd.DataFrame:
-        """View ``name`` over every row, or over the rows ``filters`` selects."""
-        return self._over(name, filters, f'SELECT * FROM "{name}"')  # noqa: S608
+        """View ``name`` over every row, or over the rows ``filters`` selects
+        (the small views in the fixed order of ``views.VIEW_ORDER``)."""
+        order = views.VIEW_ORDER.get(name)
+        suffix = f" ORDER BY {order}" if order else ""
+        return self._over(name, filters, f'SELECT * FROM "{name}"{suffix}')  # noqa: S608
 
     def _over(
         self,
@@ -255,7 +263,22 @@ class Analytics:
         return self.view("cost_attribution", filters)
 
     def provider_order_verdict(self, filters: Filters | None = None) -> pd.DataFrame:
-        return self.view("provider_order_verdict", filters)
+        """``provider_order_verdict``, one row per model in model order (every run alike)."""
+        return self._over("provider_order_verdict", filters, figures.VERDICTS)
+
+    def switch_costs(self, filters: Filters | None = None) -> pd.DataFrame:
+        """``switch_costs``: by model, agent and day, in that order."""
+        return self._over("switch_costs", filters, figures.SWITCH_COSTS)
+
+    def switch_cost_totals(self, filters: Filters | None = None) -> figures.SwitchCostTotals:
+        """``switch_costs`` summed over the ledger (or the filtered rows)."""
+        return figures.switch_totals_from(
+            self._over("switch_costs", filters, figures.SWITCH_COST_TOTALS)
+        )
+
+    def cache_decay(self, filters: Filters | None = None) -> pd.DataFrame:
+        """``cache_decay``: by model, shortest gaps first."""
+        return self._over("cache_decay", filters, figures.CACHE_DECAY)
 
     # -- figures for the dashboard and the demo ------------------------------
 
@@ -271,6 +294,17 @@ class Analytics:
         """Per ``bucket`` of time: calls, spend, fallbacks, response-cache hits, failures."""
         seconds = int(bucket.total_seconds())
         return self._over("calls", filters, figures.TIMELINE, {"bucket": f"{seconds} seconds"})
+
+    def spend_over_time(
+        self, filters: Filters | None, bucket: dt.timedelta, by: str = "requested_model"
+    ) -> pd.DataFrame:
+        """Per ``bucket`` of time and model (``by="requested_model"``) or agent
+        (``by="actor_id"``): calls and spend."""
+        if by not in figures.SPEND_OVER_TIME:
+            raise ValueError(f"by must be one of {', '.join(figures.SPEND_OVER_TIME)}, not {by!r}")
+        seconds = int(bucket.total_seconds())
+        query = figures.SPEND_OVER_TIME[by]
+        return self._over("calls", filters, query, {"bucket": f"{seconds} seconds"})
 
     def prompt_cache_saving(self, filters: Filters | None = None) -> figures.Saving:
         """What prompt-cache reads saved at list prices (genai-prices)."""
@@ -292,9 +326,9 @@ class Analytics:
         """``failed_attempts``, most frequent first."""
         return self._over("failed_attempts", filters, figures.FAILED_ATTEMPTS)
 
-    def cache_decay(self, filters: Filters | None = None) -> pd.DataFrame:
-        """``cache_decay``, shortest gaps first, keyed attempts before keyless ones."""
-        return self._over("cache_decay", filters, figures.CACHE_DECAY)
+    def cache_decay_by_key(self, filters: Filters | None = None) -> pd.DataFrame:
+        """``cache_decay_by_key``, shortest gaps first, keyed attempts before keyless ones."""
+        return self._over("cache_decay_by_key", filters, figures.CACHE_DECAY_BY_KEY)
 
     def top_sessions(self, filters: Filters | None = None, limit: int = 200) -> pd.DataFrame:
         """The sessions worth a look first: most switches, then idle releases, then calls."""
@@ -313,11 +347,3 @@ class Analytics:
         """One session's switches and idle releases (from ``transitions``)."""
         key = {"session_id": session_id, "actor_id": actor_id, "model": model}
         return self._over("transitions", filters, figures.SESSION_MOVES, key)
-
-    def export(self, directory: Path, *, progress: ProgressCallback | None = None) -> ExportResult:
-        """Write ``token_usage`` as Parquet under ``directory``, one folder per day."""
-        cursor = self._con.cursor()
-        try:
-            return export_parquet(cursor, directory, progress=progress)
-        finally:
-            cursor.close()

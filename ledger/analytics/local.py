@@ -26,7 +26,7 @@ from typing import Any, Final
 import duckdb
 from sqlalchemy import BigInteger, SmallInteger
 
-from ledger.analytics import state
+from ledger.analytics import prices, state
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.analytics.source import column_kind
 from ledger.errors import DatabaseError
@@ -171,6 +171,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     state.ensure_tables(con)
     _reshape_copy(con)
     con.execute(table_ddl())
+    prices.ensure_table(con)
 
 
 def write_settings(

@@ -94,11 +94,22 @@ WITH seq AS (
         input_tokens, cache_read_tokens, usage_reported, false AS seed
     FROM state_rows WHERE served
     UNION ALL
-    SELECT sid, NULL, NULL, NULL, last.i, last.s, last.a, last.u, NULL, NULL, NULL, NULL, true
-    FROM state_old_sessions WHERE last IS NOT NULL
+    -- the seed's cache reads come from its row (by id): the first new transition's
+    -- previous_cache_read_tokens (what switch_costs says a switch loses)
+    SELECT o.sid, NULL, NULL, NULL, o.last.i, o.last.s, o.last.a, o.last.u, NULL, NULL,
+        t.cache_read_tokens, NULL, true
+    FROM state_old_sessions AS o
+    LEFT JOIN (
+        -- the live sessions' last rows are recent: the id range lets zone maps skip the rest
+        SELECT id, cache_read_tokens FROM {table}
+        WHERE id >= (SELECT min(last.i) FROM state_old_sessions)
+            AND id <= (SELECT max(last.i) FROM state_old_sessions)
+    ) AS t ON t.id = o.last.i
+    WHERE o.last IS NOT NULL
 ),
 paired AS (
-    SELECT *, lag(ident) OVER w AS previous_upstream, lag(started_at) OVER w AS previous_started_at
+    SELECT *, lag(ident) OVER w AS previous_upstream, lag(started_at) OVER w AS previous_started_at,
+        lag(cache_read_tokens) OVER w AS previous_cache_read_tokens
     FROM seq
     WINDOW w AS (PARTITION BY sid ORDER BY started_at, attempt, id)
 )
@@ -109,10 +120,11 @@ SELECT
     ident <> previous_upstream AS changed,
     input_tokens,
     cache_read_tokens,
-    usage_reported
+    usage_reported,
+    previous_cache_read_tokens
 FROM paired
 WHERE NOT seed AND previous_started_at IS NOT NULL
-"""
+""".replace("{table}", TABLE_NAME)
 # The rows' aggregate per session, merged with the session's old one if any.
 _MERGED_SESSIONS: Final = """
 INSERT INTO state_sessions

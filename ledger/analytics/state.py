@@ -13,9 +13,14 @@ views stored in the file (``views/stored/<name>.sql``) read those instead:
     ``sid``: served calls, distinct upstream lists, the last served attempt
     and the transition counts that do not depend on the idle window.
 ``state_transitions``
-    one row per transition with its gap, whether the identity changed and the
-    later attempt's input and cache-read tokens; the idle window (a setting) is
-    applied when the views read them.
+    one row per transition with its gap, whether the identity changed, the
+    later attempt's input and cache-read tokens and the previous attempt's
+    cache reads (what ``switch_costs`` says a switch lost); the idle window (a
+    setting) is applied when the views read them.
+``state_clusters``
+    per session and upstream identity, attempt, error and latency sums: the
+    session clusters the verdict's design effects come from
+    (:mod:`ledger.analytics.clusters`).
 ``state_rollup``
     row counts and token/cost sums per (agent, model, provider, upstream,
     key_sent, status, response_cache_hit, attempt >= 1, usage_reported,
@@ -51,7 +56,7 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics import gaps, session_state
+from ledger.analytics import clusters, gaps, session_state
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
@@ -92,7 +97,8 @@ STATE_DDL: Final = (
         sid BIGINT NOT NULL, session_id VARCHAR, actor_id VARCHAR, requested_model VARCHAR,
         previous_started_at TIMESTAMPTZ, started_at TIMESTAMPTZ, previous_upstream VARCHAR,
         upstream VARCHAR, key_sent BOOLEAN, gap_s DOUBLE, changed BOOLEAN,
-        input_tokens BIGINT, cache_read_tokens BIGINT, usage_reported BOOLEAN)""",
+        input_tokens BIGINT, cache_read_tokens BIGINT, usage_reported BOOLEAN,
+        previous_cache_read_tokens BIGINT)""",
     """CREATE TABLE IF NOT EXISTS state_rollup (
         actor_id VARCHAR, requested_model VARCHAR, provider VARCHAR, upstream VARCHAR,
         key_sent BOOLEAN, status VARCHAR, response_cache_hit BOOLEAN, is_attempt BOOLEAN,
@@ -217,18 +223,6 @@ FROM ({_SERVED_LATENCY}) AS l
 JOIN state_upstreams AS g USING (requested_model, upstream)
 """
 
-_HAS_COLUMN: Final = (
-    "SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = ?"
-)
-_VERSION_3_COLUMNS: Final = (
-    ("state_rollup", "cost_rows", "BIGINT"),
-    ("state_latency", "id", "BIGINT"),
-)
-_TRANSITION_TOKENS: Final = (
-    "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'state_transitions' "
-    "AND column_name = 'input_tokens'"
-)
-
 
 def _one(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] = ()) -> int:
     row = con.execute(sql, list(params)).fetchone()
@@ -242,19 +236,13 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
         stored = con.execute("SELECT max(version) FROM state_meta").fetchall()[0][0]
         if stored is not None and stored != STATE_VERSION:
             # Another shape: dropped and created anew (then rebuilt, as not current).
-            for table in STATE_TABLES:
+            for table in (*STATE_TABLES, clusters.TABLE):
                 con.execute(f"DROP TABLE IF EXISTS {table}")
             con.execute("DELETE FROM state_meta")
     for ddl in STATE_DDL:
         con.execute(ddl)
-    if _one(con, _TRANSITION_TOKENS) == 0:  # a version 1 file: rebuilt on open
-        con.execute("ALTER TABLE state_transitions ADD COLUMN input_tokens INTEGER")
-        con.execute("ALTER TABLE state_transitions ADD COLUMN cache_read_tokens INTEGER")
-    for table, column, kind in _VERSION_3_COLUMNS:  # a version 2 file: rebuilt on open
-        if _one(con, _HAS_COLUMN, [table, column]) == 0:
-            con.execute(f"DELETE FROM {table}")
-            con.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
     gaps.ensure_table(con)
+    clusters.ensure_table(con)
 
 
 def _fold_calls(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:
@@ -313,6 +301,7 @@ def _fold(
     _fold_rollup(con, src, fresh=fresh)
     _fold_latency(con, src)
     session_state.fold(con, src, upto=upto)
+    clusters.fold(con, src, fresh=fresh)
 
 
 def _write_meta(con: duckdb.DuckDBPyConnection) -> None:
@@ -347,7 +336,7 @@ def _fold_range(con: duckdb.DuckDBPyConnection, low: int, high: int, *, fresh: b
 
 
 def _clear(con: duckdb.DuckDBPyConnection) -> None:
-    for table in (*STATE_TABLES, "state_meta"):
+    for table in (*STATE_TABLES, clusters.TABLE, "state_meta"):
         con.execute(f"DELETE FROM {table}")
 
 
@@ -455,6 +444,10 @@ def _refold(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("DELETE FROM state_latency WHERE id IN (SELECT id FROM state_removed_rows)")
     _fold_latency(con, "state_new_rows")
     session_state.fold(con, "state_touched_rows", rederive=True)
+    # The session clusters are sums too, but keyed wider than a row: recomputed
+    # from the rows (one aggregate) when rows were replaced or removed.
+    con.execute(f"DELETE FROM {clusters.TABLE}")
+    clusters.fold(con, TABLE_NAME, fresh=True)
     for table in (
         "state_touched_rows",
         "state_touched_calls",

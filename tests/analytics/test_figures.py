@@ -109,9 +109,9 @@ def test_cache_decay_buckets_follow_the_idle_window_setting(
     ]
     insert_rows(ledger_url, rows)
     with open_analytics(ledger_url, tmp_path) as analytics:
-        default = analytics.cache_decay().set_index("idle_gap")
+        default = analytics.cache_decay_by_key().set_index("idle_gap")
         analytics.configure(analytics.settings.__class__(idle_window_s=300))
-        short = analytics.cache_decay().set_index("idle_gap")
+        short = analytics.cache_decay_by_key().set_index("idle_gap")
     assert list(default.index) == ["≤ 1 min", "5 min – 10 min", "10 min – 30 min"]
     assert list(default.within_window) == [True, True, False]
     assert default.token_hit_rate.tolist() == [0.9, 0.5, 0.0]
@@ -169,11 +169,15 @@ def test_unfiltered_figures_read_the_stored_aggregates(ledger_url: str, tmp_path
     with open_analytics(ledger_url, tmp_path) as analytics:
         # edit the copy's rows behind the aggregates' back: only a read of rows sees it
         edit_copy(analytics, "DELETE FROM token_usage WHERE upstream = 'B'")
-        stored = [analytics.cost_by_agent(), analytics.top_sessions(), analytics.cache_decay()]
+        stored = [
+            analytics.cost_by_agent(),
+            analytics.top_sessions(),
+            analytics.cache_decay_by_key(),
+        ]
         rows = [
             analytics.cost_by_agent(everything),
             analytics.top_sessions(everything),
-            analytics.cache_decay(everything),
+            analytics.cache_decay_by_key(everything),
         ]
     assert [int(f.calls.sum()) for f in stored] == [3, 3, 2]
     assert [int(f.calls.sum()) for f in rows] == [2, 2, 1]
@@ -189,3 +193,41 @@ def test_top_sessions_takes_its_limit_as_a_parameter(
     with open_analytics(ledger_url, tmp_path) as analytics:
         assert len(analytics.top_sessions(limit=limit)) == limit
         assert len(analytics.top_sessions(Filters(actors=["a"]), limit=limit)) == limit
+
+
+def test_spend_over_time_by_model_and_by_agent(ledger_url: str, tmp_path: Path) -> None:
+    claude = {"requested_provider": "openrouter", "provider": "openrouter",
+              "requested_model": "anthropic/claude-sonnet-4.5"}  # fmt: skip
+    rows = [
+        served(0, cost_usd=Decimal("0.01"), actor_id="planner", **OPENAI),
+        served(10, cost_usd=Decimal("0.02"), actor_id="coder", **OPENAI),
+        served(20, "Anthropic", cost_usd=Decimal("0.10"), actor_id="planner", **claude),
+        served(70, "Anthropic", cost_usd=Decimal("0.30"), **claude),  # no agent
+        failed(75, None, **OPENAI),  # a call of unknown cost
+    ]
+    insert_rows(ledger_url, rows)
+    hour = dt.timedelta(hours=1)
+    with open_analytics(ledger_url, tmp_path) as analytics:
+        by_model = analytics.spend_over_time(Filters(), hour)
+        by_agent = analytics.spend_over_time(Filters(), hour, "actor_id")
+        later = analytics.spend_over_time(Filters(start=T0 + dt.timedelta(minutes=60)), hour)
+        with pytest.raises(ValueError, match="by must be one of"):
+            analytics.spend_over_time(Filters(), hour, "provider; DROP TABLE x")
+    start = pd.Timestamp(T0)
+    assert [
+        (row.bucket - start, row.requested_model, row.calls, row.spend_usd)
+        for row in by_model.itertuples()
+    ] == [
+        (pd.Timedelta(0), "anthropic/claude-sonnet-4.5", 1, Decimal("0.1")),
+        (pd.Timedelta(0), "gpt-4o-mini", 2, Decimal("0.03")),
+        (pd.Timedelta(hours=1), "anthropic/claude-sonnet-4.5", 1, Decimal("0.3")),
+        (pd.Timedelta(hours=1), "gpt-4o-mini", 1, None),
+    ]
+    assert by_agent.groupby("actor_id")["spend_usd"].apply(
+        lambda v: sum((x for x in v if x is not None), Decimal(0))
+    ).to_dict() == {
+        "(no agent)": Decimal("0.3"),
+        "coder": Decimal("0.02"),
+        "planner": Decimal("0.11"),
+    }
+    assert sorted(later["requested_model"]) == ["anthropic/claude-sonnet-4.5", "gpt-4o-mini"]
