@@ -195,6 +195,25 @@ token_usage = Table(
     # tight and the index is a few pages per partition; SQLite keeps a b-tree.
     Index(None, "started_at", postgresql_using="brin"),
     Index(None, "call_id"),
+    # Ids are never reused, even after the highest rows are deleted: the
+    # analytics copy keys rows by id (PostgreSQL sequences never go back).
+    sqlite_autoincrement=True,
+)
+
+CHANGES_TABLE: Final = "ledger_changes"
+
+#: The change log: one row per inserted, updated or deleted ``token_usage`` row,
+#: written by triggers (migration 0003) in the writing transaction. ``seq`` is
+#: the log's own order; readers find what changed since they last looked (see
+#: :mod:`ledger.analytics.changes`).
+ledger_changes = Table(
+    CHANGES_TABLE,
+    metadata,
+    Column("seq", _BigIntId, primary_key=True, autoincrement=True),
+    Column("row_id", BigInteger, nullable=False),
+    # No AUTOINCREMENT: SQLite's rowid is max + 1, and nothing deletes the
+    # log's newest entries, so a seq is never handed out twice; AUTOINCREMENT
+    # would write sqlite_sequence on every logged row.
 )
 
 #: The column PostgreSQL partitions ``token_usage`` on, by calendar month (UTC).

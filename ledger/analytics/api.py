@@ -39,6 +39,7 @@ from ledger.analytics.readonly import check_read_only
 from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.analytics.source import LedgerSource
 from ledger.analytics.sync import ProgressCallback, SyncResult, ensure_aggregates, sync
+from ledger.analytics.verify import Verification, verify
 from ledger.analytics.views import Filters
 from ledger.store.migrate import check_ledger
 
@@ -109,12 +110,14 @@ class Analytics:
             self.last_sync: SyncResult | None = self.refresh(progress=progress) if sync else None
         except BaseException:
             self._con.close()
+            self._source.close()
             raise
 
     # -- lifecycle -----------------------------------------------------------
 
     def close(self) -> None:
         self._con.close()
+        self._source.close()
 
     def __enter__(self) -> Analytics:
         return self
@@ -140,6 +143,15 @@ class Analytics:
             finally:
                 cursor.close()
             return self.last_sync
+
+    def verify(self) -> Verification:
+        """Compare the copy with the ledger, figure by figure (:mod:`ledger.analytics.verify`)."""
+        with self._lock, self._source.snapshot() as snapshot:
+            cursor = self._con.cursor()
+            try:
+                return verify(cursor, snapshot)
+            finally:
+                cursor.close()
 
     # -- settings ------------------------------------------------------------
 

@@ -21,6 +21,7 @@ COMMANDS: Final = (
     "ledger.cli.db:db",
     "ledger.cli.replay:replay",
     "ledger.cli.simulate:simulate",
+    "ledger.cli.sync:sync",
     "ledger.cli.gateway:gateway",
     "ledger.cli.report:report",
     "ledger.cli.sql:sql",

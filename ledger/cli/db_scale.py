@@ -7,9 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 import click
-from sqlalchemy.engine import URL
 
-from ledger.analytics import Analytics, analytics_path_for
 from ledger.store import partitions, repartition, retention
 from ledger.store.engine import display_url, make_engine
 from ledger.store.migrate import check_ledger
@@ -142,23 +140,6 @@ def retention_command(keep: str, dry_run: bool) -> None:
     )
     for name in result.partitions:
         click.echo(f"  {'would drop' if dry_run else 'dropped'} partition {name}")
-    if not dry_run and result.rows:
-        _rebuild_analytics(url)
-
-
-def _rebuild_analytics(url: URL) -> None:
-    """Rebuild the analytics copy, if there is one, without the removed rows.
-
-    The analytics sync on this branch notices only the removal of the newest
-    rows; removed old rows would stay in its copy. Until the change log (issue
-    22) lets it follow deletions incrementally, retention rebuilds the copy.
-    """
-    path = analytics_path_for(url)
-    if not path.exists():
-        return
-    with Analytics(url, path=path, sync=False, allow_memory=False) as analytics:
-        result = analytics.refresh(full=True)
-    click.echo(f"analytics copy {path}: rebuilt, {result.rows_total:,} row(s)")
 
 
 def _usd(value: Decimal) -> str:

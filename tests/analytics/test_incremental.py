@@ -215,8 +215,13 @@ def test_editing_the_copy_by_hand_rebuilds_the_state(sqlite_url: str, tmp_path: 
     with Analytics(sqlite_url, path=path, sync=False) as analytics:
         assert analytics.session_stickiness().calls.tolist() == [2]
         assert_views_match_rows(analytics)
-        analytics.refresh()  # the re-read window brings the row back
+        # the ledger did not change: the sync has nothing to read, verify says what differs
+        assert analytics.refresh().up_to_date_already
+        differences = [(d.check, d.key, d.ledger, d.copy) for d in analytics.verify().differences]
+        assert ("session rows", ("s", "a", "m"), 3, 2) in differences
+        analytics.refresh(full=True)
         assert analytics.session_stickiness().calls.tolist() == [3]
+        assert analytics.verify().ok
         assert_views_match_rows(analytics)
 
 
