@@ -53,8 +53,10 @@ class Generated:
         columns = ", ".join(
             c for c in self.con.table(TABLE_NAME).columns if c in _GENERATED_COLUMNS
         )
+        # The generator predates usage_reported: its rows all reported usage.
         self.con.execute(
-            f"INSERT INTO {TABLE_NAME} ({columns}) SELECT {columns} FROM ({GENERATOR_SQL})",
+            f"INSERT INTO {TABLE_NAME} ({columns}, usage_reported) "
+            f"SELECT {columns}, TRUE FROM ({GENERATOR_SQL})",
             {"first": 1, "stop": rows + 1},
         )
 

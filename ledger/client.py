@@ -187,13 +187,15 @@ class _Base:
         provider = prep.target.provider
         if not 200 <= status < 300:
             body = provider.parse_error(status, content)
-            self._raise(prep, http_failure(provider, status, body, headers), latency, None, status)
+            self.raise_failure(
+                prep, http_failure(provider, status, body, headers), latency, None, status
+            )
         parsed = self._parse(prep, content)
         if parsed.error is not None:
             exc = in_band_failure(
                 provider, parsed.error, http_status=status, streamed=False, delivered=False
             )
-            self._raise(prep, exc, latency, parsed, status)
+            self.raise_failure(prep, exc, latency, parsed, status)
         if not parsed.valid:
             exc2 = MalformedResponse(
                 f"{provider.name} answered HTTP {status} with an unusable body "
@@ -201,11 +203,11 @@ class _Base:
                 provider=provider.name,
                 http_status=status,
             )
-            self._raise(prep, exc2, latency, parsed, status)
-        event = self._event(prep, latency, None, parsed, None, status, streamed=False)
+            self.raise_failure(prep, exc2, latency, parsed, status)
+        event = self.attempt_event(prep, latency, None, parsed, None, status, streamed=False)
         return result_of(prep, parsed, event, latency_ms=latency, ttft_ms=None)
 
-    def _event(
+    def attempt_event(
         self,
         prep: Prepared,
         latency: float | None,
@@ -218,6 +220,7 @@ class _Base:
         abandoned: bool = False,
         cut_short: bool = False,
     ) -> UsageEvent:
+        """Build the attempt's row and record it (the stream calls this too)."""
         event = build_event(
             prep,
             latency_ms=latency,
@@ -235,7 +238,7 @@ class _Base:
             error.event = event
         return event
 
-    def _raise(
+    def raise_failure(
         self,
         prep: Prepared,
         exc: ProviderError,
@@ -245,7 +248,8 @@ class _Base:
         *,
         streamed: bool = False,
     ) -> NoReturn:
-        self._event(prep, latency, None, parsed, exc, status, streamed=streamed)
+        """Record the failed attempt's row, then raise its error."""
+        self.attempt_event(prep, latency, None, parsed, exc, status, streamed=streamed)
         raise exc
 
 
@@ -343,7 +347,7 @@ class Client(_Base):
                     timeout=self.timeout_for(prep),
                 )
         except ProviderError as exc:
-            self._raise(prep, exc, self._ms(t0), None, None)
+            self.raise_failure(prep, exc, self._ms(t0), None, None)
         latency = self._ms(t0)
         return self._complete(
             prep, response.status_code, response.content, response.headers, latency
@@ -458,7 +462,7 @@ class AsyncClient(_Base):
                     timeout=self.timeout_for(prep),
                 )
         except ProviderError as exc:
-            self._raise(prep, exc, self._ms(t0), None, None)
+            self.raise_failure(prep, exc, self._ms(t0), None, None)
         latency = self._ms(t0)
         return self._complete(
             prep, response.status_code, response.content, response.headers, latency

@@ -23,17 +23,62 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, NoReturn, Protocol, Self
 
 import httpx
 
 from ledger.attempt import ChatResult, Prepared, http_failure, in_band_failure, result_of
+from ledger.clock import Clock
 from ledger.errors import ProviderError, StreamInterrupted, map_transport_errors
 from ledger.events import UsageEvent
 from ledger.providers.base import InBandError, Parsed, StreamParser
 
-if TYPE_CHECKING:
-    from ledger.client import AsyncClient, Client, _Base
+
+class StreamOwner(Protocol):
+    """What a stream needs from the client that opened it, and nothing more: its
+    clock, strictness and timeouts, and how it records (and raises) an attempt.
+    The client implements it; the stream never imports the client."""
+
+    clock: Clock
+    strict: bool
+
+    def timeout_for(self, prep: Prepared) -> Any: ...
+
+    def attempt_event(
+        self,
+        prep: Prepared,
+        latency: float | None,
+        ttft: float | None,
+        parsed: Parsed | None,
+        error: ProviderError | None,
+        status: int | None,
+        *,
+        streamed: bool,
+        abandoned: bool = False,
+        cut_short: bool = False,
+    ) -> UsageEvent: ...
+
+    def raise_failure(
+        self,
+        prep: Prepared,
+        exc: ProviderError,
+        latency: float | None,
+        parsed: Parsed | None,
+        status: int | None,
+        *,
+        streamed: bool = False,
+    ) -> NoReturn: ...
+
+
+class SyncStreamOwner(StreamOwner, Protocol):
+    @property
+    def http(self) -> httpx.Client: ...
+
+
+class AsyncStreamOwner(StreamOwner, Protocol):
+    @property
+    def http(self) -> httpx.AsyncClient: ...
+
 
 log = logging.getLogger("ledger.client")
 
@@ -44,7 +89,7 @@ _closing: set[asyncio.Task[None]] = set()
 class _StreamCore:
     """The I/O-free half of a stream: feed bytes, collect deltas, finish into a row."""
 
-    def __init__(self, owner: _Base, prep: Prepared) -> None:
+    def __init__(self, owner: StreamOwner, prep: Prepared) -> None:
         self.owner = owner
         self.prep = prep
         self.parser: StreamParser = prep.target.provider.stream_parser()
@@ -115,7 +160,7 @@ class _StreamCore:
                 delivered=self.delivered,
             )
         abandoned = early and error is None and not self.parser.done
-        self.event = self.owner._event(
+        self.event = self.owner.attempt_event(
             self.prep,
             latency,
             self.ttft,
@@ -141,7 +186,7 @@ class ChatStream:
     reported: see the module docstring).
     """
 
-    def __init__(self, client: Client, prep: Prepared) -> None:
+    def __init__(self, client: SyncStreamOwner, prep: Prepared) -> None:
         self._client = client
         self._core = _StreamCore(client, prep)
         self._response: httpx.Response | None = None
@@ -176,7 +221,7 @@ class ChatStream:
                     body = self._response.read()
         except ProviderError as exc:
             core.finished = True
-            self._client._raise(prep, exc, core.elapsed_ms(), None, None, streamed=True)
+            self._client.raise_failure(prep, exc, core.elapsed_ms(), None, None, streamed=True)
         assert self._response is not None
         if not 200 <= core.status < 300:
             core.finished = True
@@ -187,7 +232,9 @@ class ChatStream:
                 prep.target.provider.parse_error(core.status, body),
                 self._response.headers,
             )
-            self._client._raise(prep, error, core.elapsed_ms(), None, core.status, streamed=True)
+            self._client.raise_failure(
+                prep, error, core.elapsed_ms(), None, core.status, streamed=True
+            )
         self._raw = self._response.iter_bytes()
 
     def __enter__(self) -> Self:
@@ -260,7 +307,7 @@ class ChatStream:
 class AsyncChatStream:
     """The asynchronous :class:`ChatStream`: ``async for text in stream``."""
 
-    def __init__(self, client: AsyncClient, prep: Prepared) -> None:
+    def __init__(self, client: AsyncStreamOwner, prep: Prepared) -> None:
         self._client = client
         self._core = _StreamCore(client, prep)
         self._response: httpx.Response | None = None
@@ -294,7 +341,7 @@ class AsyncChatStream:
                     body = await self._response.aread()
         except ProviderError as exc:
             core.finished = True
-            self._client._raise(prep, exc, core.elapsed_ms(), None, None, streamed=True)
+            self._client.raise_failure(prep, exc, core.elapsed_ms(), None, None, streamed=True)
         assert self._response is not None
         if not 200 <= core.status < 300:
             core.finished = True
@@ -305,7 +352,9 @@ class AsyncChatStream:
                 prep.target.provider.parse_error(core.status, body),
                 self._response.headers,
             )
-            self._client._raise(prep, error, core.elapsed_ms(), None, core.status, streamed=True)
+            self._client.raise_failure(
+                prep, error, core.elapsed_ms(), None, core.status, streamed=True
+            )
         self._raw = self._response.aiter_bytes()
 
     async def __aenter__(self) -> Self:

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from ledger.providers import wire
 from ledger.providers.base import InBandError, Parsed, Usage
-from ledger.providers.openai_compat import in_band_error, to_parsed
+from ledger.providers.openai_chat import in_band_error, to_parsed
 from ledger.providers.sse import SSEDecoder
 
 #: Events carrying the whole response object (so far, or final) under ``response``.

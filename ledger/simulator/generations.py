@@ -19,12 +19,45 @@ import random
 import threading
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from ledger.simulator.clock import Clock
 
-if TYPE_CHECKING:
-    from ledger.simulator.core import Completion
+
+class BilledUsage(Protocol):
+    """The usage of a served completion that its bill repeats (the simulator's ``Usage``)."""
+
+    @property
+    def cost(self) -> Decimal: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def completion_tokens(self) -> int: ...
+    @property
+    def reasoning_tokens(self) -> int: ...
+    @property
+    def cached_tokens(self) -> int: ...
+
+
+class Served(Protocol):
+    """A served completion as a bill sees it (the simulator's ``Completion``): the store
+    reads these fields and never imports the simulator's core, which owns the store."""
+
+    @property
+    def ident(self) -> str: ...
+    @property
+    def created(self) -> int: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def upstream(self) -> str: ...
+    @property
+    def ttft_s(self) -> float: ...
+    @property
+    def total_s(self) -> float: ...
+    @property
+    def usage(self) -> BilledUsage: ...
+
 
 _QUANTUM: Final = Decimal("1e-10")
 
@@ -58,7 +91,7 @@ class GenerationStore:
     def __len__(self) -> int:
         return len(self._served)
 
-    def record(self, generation_id: str, done: Completion, *, streamed: bool) -> None:
+    def record(self, generation_id: str, done: Served, *, streamed: bool) -> None:
         """Remember one served completion and what it will be billed."""
         usage = done.usage
         with self._lock:
