@@ -31,6 +31,7 @@ import httpx
 from ledger.attempt import Recorder
 from ledger.instrument.context import Context, context, current
 from ledger.instrument.meter import InstrumentationError, Meter
+from ledger.instrument.threads import ContextThreadPoolExecutor, bind
 from ledger.instrument.transport import AsyncMeteringTransport, MeteringTransport
 
 if TYPE_CHECKING:
@@ -198,11 +199,13 @@ def is_instrumented(client: Any) -> bool:
 __all__ = [
     "AsyncMeteringTransport",
     "Context",
+    "ContextThreadPoolExecutor",
     "InstrumentationError",
     "Meter",
     "MeteringTransport",
     "Recorder",
     "async_httpx_client",
+    "bind",
     "context",
     "current",
     "httpx_client",
