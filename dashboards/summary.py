@@ -53,12 +53,21 @@ def hit_rate_by_key(cache_hits: pd.DataFrame) -> dict[bool, float | None]:
 def by_upstream(cache_hits: pd.DataFrame) -> pd.DataFrame:
     """``cache_hits`` summed over agents and models: one row per upstream and key_sent."""
     grouped = cache_hits.groupby(["upstream", "key_sent"], as_index=False, dropna=False)[
-        ["calls", "input_tokens", "cache_read_tokens", "hit_calls", "response_cache_hits"]
+        [
+            "calls",
+            "reported_calls",
+            "input_tokens",
+            "cache_read_tokens",
+            "hit_calls",
+            "response_cache_hits",
+        ]
     ].sum()
     grouped["token_hit_rate"] = grouped["cache_read_tokens"] / grouped["input_tokens"].where(
         grouped["input_tokens"] > 0
     )
-    grouped["call_hit_rate"] = grouped["hit_calls"] / grouped["calls"].where(grouped["calls"] > 0)
+    # Over the attempts whose usage was reported: a missing usage is no miss.
+    reported = grouped["reported_calls"]
+    grouped["call_hit_rate"] = grouped["hit_calls"] / reported.where(reported > 0)
     return grouped.sort_values(["upstream", "key_sent"], ascending=[True, False])
 
 
@@ -81,8 +90,9 @@ def first_value(frame: pd.DataFrame, column: str) -> Any:
 
 
 def call_hit_rate(by_agent: pd.DataFrame) -> float | None:
-    """Served attempts that read the cache / served attempts, over ``cache_hits_by_agent`` rows."""
-    return ratio(by_agent["hit_calls"].sum(), by_agent["calls"].sum())
+    """Served attempts that read the cache / those whose usage was reported, over
+    ``cache_hits_by_agent`` rows."""
+    return ratio(by_agent["hit_calls"].sum(), by_agent["reported_calls"].sum())
 
 
 #: Bucket widths a timeline may use, smallest first.

@@ -24,7 +24,7 @@ from ledger.errors import (
     parse_retry_after,
     redact,
 )
-from ledger.events import UsageEvent, check_tags, check_text
+from ledger.events import ABANDONED, ErrorType, UsageEvent, check_tags, check_text
 from ledger.pricing import Cost, attempt_cost
 from ledger.providers.base import ChatRequest, ErrorBody, InBandError, Parsed, Provider, Usage
 from ledger.schema import STRING_LIMITS
@@ -315,10 +315,29 @@ def build_event(
     http_status: int | None,
     streamed: bool,
     cost: Cost,
+    abandoned: bool = False,
+    cut_short: bool = False,
 ) -> UsageEvent:
-    """The attempt's ``token_usage`` row (contract §1)."""
+    """The attempt's ``token_usage`` row (contract §1).
+
+    ``abandoned``: the caller stopped reading the stream before it ended (and no
+    error was seen): an ``error`` row of type ``abandoned``. ``cut_short``: the body
+    ended before it was complete (abandoned, or the connection broke). Either way
+    the usage seen so far is recorded with ``usage_reported`` false, as it is when
+    the provider reported none.
+    """
     call, target = prep.call, prep.target
     usage = parsed.usage if parsed is not None and parsed.usage is not None else _NO_USAGE
+    reported = (
+        parsed is not None
+        and parsed.usage is not None
+        and not parsed.usage_partial
+        and not (cut_short or abandoned)
+    )
+    failed = error is not None or abandoned
+    error_type: ErrorType | None = (
+        error.error_type if error is not None else ABANDONED if abandoned else None
+    )
     return UsageEvent(
         call_id=target.call_id,
         attempt=target.attempt,
@@ -336,8 +355,8 @@ def build_event(
         generation_id=clean(parsed.generation_id, "generation_id") if parsed else None,
         routing_sort=prep.routing_sort,
         routing_order=prep.routing_order,
-        status="error" if error is not None else "ok",
-        error_type=error.error_type if error is not None else None,
+        status="error" if failed else "ok",
+        error_type=error_type,
         http_status=http_status if http_status is not None and 100 <= http_status <= 599 else None,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
@@ -350,6 +369,7 @@ def build_event(
         paused=call.paused,
         locale=call.locale,
         tags=dict(call.tags) if call.tags is not None else None,
+        usage_reported=reported,
     )
 
 

@@ -210,6 +210,8 @@ class _Base:
         status: int | None,
         *,
         streamed: bool,
+        abandoned: bool = False,
+        cut_short: bool = False,
     ) -> UsageEvent:
         event = build_event(
             prep,
@@ -220,6 +222,8 @@ class _Base:
             http_status=status,
             streamed=streamed,
             cost=cost_of(prep, parsed),
+            abandoned=abandoned,
+            cut_short=cut_short,
         )
         self.record(event)
         if error is not None:

@@ -5,8 +5,12 @@ ends, fails, or the caller stops reading early.
 
 A caller that stops reading early still gets its row, with or without ``with``:
 ``close()`` records it, and so does dropping the stream (``for text in stream:
-break``), through ``__del__``. Nothing references a stream back, so CPython drops
-it (and records) as soon as the caller's last reference goes. The async stream
+break``), through ``__del__``. Stopped before the stream's own end (``[DONE]``,
+``message_stop``…), the row is an ``error`` of type ``abandoned`` with the
+usage seen so far and ``usage_reported`` false: partial counts are never a
+served attempt's usage. Stopped after it, nothing was left unread: ``ok``.
+Nothing references a stream back, so CPython drops it (and records) as soon as
+the caller's last reference goes. The async stream
 cannot await in ``__del__``: it records the row at once and schedules the
 response's ``aclose()`` on the running event loop; with no loop running (the
 loop already closed) the connection is left to the pool's own cleanup.
@@ -77,8 +81,10 @@ class _StreamCore:
         self.delivered = True
         return self.pending.popleft()
 
-    def finish(self, *, broken: ProviderError | None = None) -> None:
-        """Record the row; raise the in-band (or broken-connection) error, if any."""
+    def finish(self, *, broken: ProviderError | None = None, early: bool = False) -> None:
+        """Record the row; raise the in-band (or broken-connection) error, if any.
+
+        ``early``: the caller stopped reading before the body ended."""
         if self.finished:
             return
         self.finished = True
@@ -108,8 +114,17 @@ class _StreamCore:
                 transient=True,
                 delivered=self.delivered,
             )
+        abandoned = early and error is None and not self.parser.done
         self.event = self.owner._event(
-            self.prep, latency, self.ttft, parsed, error, self.status, streamed=True
+            self.prep,
+            latency,
+            self.ttft,
+            parsed,
+            error,
+            self.status,
+            streamed=True,
+            abandoned=abandoned,
+            cut_short=broken is not None or abandoned,
         )
         if error is not None:
             raise error from broken
@@ -122,7 +137,8 @@ class ChatStream:
     """A streamed attempt: iterate for text as it arrives; ``result`` once it ends.
 
     Use it as a context manager: leaving early still records the attempt's row
-    (status ``ok``, the usage seen so far).
+    (status ``error``, ``error_type`` ``abandoned``, the usage seen so far, not
+    reported: see the module docstring).
     """
 
     def __init__(self, client: Client, prep: Prepared) -> None:
@@ -211,10 +227,10 @@ class ChatStream:
         if core.in_band_error is not None:
             self._end()
 
-    def _end(self, *, broken: ProviderError | None = None) -> None:
+    def _end(self, *, broken: ProviderError | None = None, early: bool = False) -> None:
         if self._response is not None:
             self._response.close()
-        self._core.finish(broken=broken)
+        self._core.finish(broken=broken, early=early)
 
     def close(self) -> None:
         """Stop reading; the attempt is recorded with what was seen (nothing when the
@@ -225,7 +241,7 @@ class ChatStream:
         if self._response is None:
             core.finished = True  # never opened: nothing was sent, so there is no attempt
             return
-        self._end()
+        self._end(early=True)
 
     def abandon(self) -> None:
         """:meth:`close`, for a caller who is gone: an in-band error found while
@@ -329,10 +345,10 @@ class AsyncChatStream:
         if core.in_band_error is not None:
             await self._end()
 
-    async def _end(self, *, broken: ProviderError | None = None) -> None:
+    async def _end(self, *, broken: ProviderError | None = None, early: bool = False) -> None:
         if self._response is not None:
             await self._response.aclose()
-        self._core.finish(broken=broken)
+        self._core.finish(broken=broken, early=early)
 
     async def aclose(self) -> None:
         """Stop reading; the attempt is recorded with what was seen (nothing when the
@@ -343,7 +359,7 @@ class AsyncChatStream:
         if self._response is None:
             core.finished = True
             return
-        await self._end()
+        await self._end(early=True)
 
     def __del__(self) -> None:
         # ``async for … : break`` without ``async with``: a finaliser cannot await, so the
@@ -353,7 +369,7 @@ class AsyncChatStream:
             return
         _schedule_close(self._response)
         with contextlib.suppress(ProviderError):  # recorded on the row; no one left to raise to
-            core.finish()
+            core.finish(early=True)
 
 
 def _schedule_close(response: Any) -> None:

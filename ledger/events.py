@@ -26,18 +26,36 @@ from ledger.schema import COST_SCALE, EVENT_COLUMNS, STRING_LIMITS
 
 Status = Literal["ok", "error"]
 ErrorType = Literal[
-    "rate_limited", "server_error", "transport", "timeout", "client_error", "stream_interrupted"
+    "rate_limited",
+    "server_error",
+    "transport",
+    "timeout",
+    "client_error",
+    "stream_interrupted",
+    "abandoned",
 ]
 CostSource = Literal["provider", "computed"]
 
 STATUSES: Final = frozenset({"ok", "error"})
 ERROR_TYPES: Final = frozenset(
-    {"rate_limited", "server_error", "transport", "timeout", "client_error", "stream_interrupted"}
+    {
+        "rate_limited",
+        "server_error",
+        "transport",
+        "timeout",
+        "client_error",
+        "stream_interrupted",
+        "abandoned",
+    }
 )
+#: The ``error_type`` of a streamed attempt the caller stopped reading before it
+#: ended: an ``error`` row (its usage is partial, so it is no served attempt),
+#: but not the provider's failure (see the README's "What a row says").
+ABANDONED: Final[ErrorType] = "abandoned"
 COST_SOURCES: Final = frozenset({"provider", "computed"})
 
-#: Token counters are stored as 32-bit integers.
-MAX_TOKENS: Final = 2**31 - 1
+#: Token counters are stored as 64-bit integers (``bigint``).
+MAX_TOKENS: Final = 2**63 - 1
 #: ``numeric(20, 10)`` holds ten integer digits.
 MAX_COST_USD: Final = Decimal(10) ** (20 - COST_SCALE)
 #: Tags are free-form labels, not payloads.
@@ -65,6 +83,9 @@ class UsageEvent:
     ``event_id`` is the idempotency key: recording the same event twice stores
     it once. Leave it unset and a UUID is generated. ``call_id`` groups the
     attempts of one logical call; unset, the event is a call of its own.
+    ``usage_reported`` is False when the token counts are not the provider's
+    report for the whole attempt (none came, or the stream ended or was left
+    before it): they are then what was seen, and no rate takes them as real.
     """
 
     started_at: dt.datetime
@@ -99,6 +120,7 @@ class UsageEvent:
     paused: bool = False
     locale: str | None = None
     tags: dict[str, Any] | None = None
+    usage_reported: bool = True
 
     def replace(self, **changes: Any) -> UsageEvent:
         """A copy with ``changes`` applied (a new ``event_id`` is not implied)."""
@@ -169,7 +191,10 @@ def _timestamp(value: Any) -> str:
     if not isinstance(value, dt.datetime) or value.tzinfo is None or value.utcoffset() is None:
         raise _fail("started_at", value, "expected a timezone-aware datetime")
     if value.tzinfo is not dt.UTC:
-        value = value.astimezone(dt.UTC)
+        try:
+            value = value.astimezone(dt.UTC)
+        except OverflowError:  # e.g. datetime.max at UTC-3 is past year 9999 in UTC
+            raise _fail("started_at", value, "out of range once converted to UTC") from None
     # The storage format SQLAlchemy's SQLite dialect reads back; PostgreSQL
     # parses it too (the writer's session runs in UTC).
     text: str = value.replace(tzinfo=None).isoformat(" ", "microseconds")
@@ -239,7 +264,7 @@ def to_row(event: UsageEvent) -> tuple[Any, ...]:
     if tokens[3] > tokens[0]:
         raise _fail("cache_write_tokens", tokens[3], f"exceeds input_tokens ({tokens[0]})")
     flags = []
-    for name in ("response_cache_hit", "streamed", "paused"):
+    for name in ("response_cache_hit", "streamed", "paused", "usage_reported"):
         value = getattr(e, name)
         if not isinstance(value, bool):
             raise _fail(name, value, "expected a bool")
@@ -268,9 +293,10 @@ def to_row(event: UsageEvent) -> tuple[Any, ...]:
         *tokens,
         _cost(e.cost_usd),
         e.cost_source,
-        *flags,
+        *flags[:3],
         e.locale,
         _tags(e.tags),
+        flags[3],
     )
 
 

@@ -9,9 +9,23 @@ Two column types need care to round-trip identically on SQLite and PostgreSQL:
 * ``started_at`` is ``timestamp with time zone``. SQLite has no such type, so
   :class:`UTCDateTime` stores naive UTC there and re-attaches UTC on read;
   every value handed back is tz-aware UTC on both backends.
-* ``cost_usd`` is ``numeric(20, 10)``. SQLite keeps numerics as REAL, so
-  :class:`Money` reads them back as ``Decimal`` quantised to ten places (exact
-  for any cost a ledger will see, well within a double's 15 digits).
+* ``cost_usd`` is ``numeric(20, 10)``. PostgreSQL stores it exactly. SQLite
+  keeps numerics as REAL (a double), so :class:`Money` reads them back as
+  ``Decimal`` quantised to ten places. A double round-trips any decimal of at
+  most 15 significant digits, so a cost below 100,000 USD (five integer digits
+  plus ten decimals) comes back exactly; a larger one keeps 15 significant
+  digits (:data:`SQLITE_EXACT_COST_BELOW`). Storing text or integer
+  nanodollars instead would make every ``sum(cost_usd)`` a user or DuckDB runs
+  on the file wrong or a string, for digits no single attempt's cost has.
+
+Token counts are ``bigint``: a count that overflowed 32 bits would otherwise be
+clamped, and priced, silently. ``usage_reported`` says whether the token
+columns hold the provider's usage for the whole attempt (false: it reported
+none, or the attempt ended before its final usage; the counts are then what
+was seen, usually 0, and never a real zero). A flag rather than NULL tokens:
+the columns stay ``NOT NULL`` integers for every reader, sums stay sums, and
+rows written before the column existed are backfilled true, which is what they
+claimed.
 """
 
 from __future__ import annotations
@@ -36,6 +50,7 @@ from sqlalchemy import (
     Table,
     false,
     text,
+    true,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
@@ -52,6 +67,8 @@ NAMING_CONVENTION: Final = {
 }
 
 COST_SCALE: Final = 10
+#: On SQLite (a double) ``cost_usd`` is exact to its ten decimals below this many USD.
+SQLITE_EXACT_COST_BELOW: Final = Decimal(100_000)
 _COST_QUANTUM: Final = Decimal(1).scaleb(-COST_SCALE)
 
 
@@ -134,11 +151,11 @@ token_usage = Table(
     Column("status", String(16), nullable=False),
     Column("error_type", String(32)),
     Column("http_status", SmallInteger),
-    Column("input_tokens", Integer, nullable=False, server_default=text("0")),
-    Column("output_tokens", Integer, nullable=False, server_default=text("0")),
-    Column("cache_read_tokens", Integer, nullable=False, server_default=text("0")),
-    Column("cache_write_tokens", Integer, nullable=False, server_default=text("0")),
-    Column("reasoning_tokens", Integer, nullable=False, server_default=text("0")),
+    Column("input_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("output_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("cache_read_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("cache_write_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("reasoning_tokens", BigInteger, nullable=False, server_default=text("0")),
     Column("cost_usd", Money()),
     Column("cost_source", String(16)),
     Column("response_cache_hit", Boolean, nullable=False, server_default=false()),
@@ -146,6 +163,7 @@ token_usage = Table(
     Column("paused", Boolean, nullable=False, server_default=false()),
     Column("locale", String(35)),
     Column("tags", JSON),
+    Column("usage_reported", Boolean, nullable=False, server_default=true()),
     Index(None, "session_id", "actor_id", "started_at"),
     Index(None, "started_at"),
     Index(None, "call_id"),
@@ -160,3 +178,7 @@ STRING_LIMITS: Final[dict[str, int]] = {
     for c in token_usage.columns
     if isinstance(c.type, String) and c.type.length is not None
 }
+
+#: Values for columns a row written by an older version lacks (a journal segment
+#: from before a migration): what the migration backfilled its rows with.
+OLD_ROW_DEFAULTS: Final[dict[str, Any]] = {"usage_reported": 1}

@@ -353,10 +353,12 @@ def test_missing_usage_returns_content_and_records_unknown_cost(
         result = client.chat(MESSAGES, model="gpt-4o")
     assert result.content == "yo" and result.usage is None
     assert rows.only.status == "ok" and rows.only.input_tokens == 0 and rows.only.cost_usd is None
+    # The 0 is not a count: the row says so, and no rate reads it as one.
+    assert rows.only.usage_reported is False
     assert "no usage in response" in result.problems
 
 
-def test_absurd_counts_and_oversized_strings_are_clamped_not_refused(
+def test_absurd_counts_are_clamped_huge_ones_kept_oversized_strings_cut_not_refused(
     server: LoopbackLLM, rows: Rows
 ) -> None:
     body = (
@@ -373,7 +375,8 @@ def test_absurd_counts_and_oversized_strings_are_clamped_not_refused(
     with client_for(server, rows, "openrouter") as client:
         result = client.chat(MESSAGES, model="m")
     event = rows.only
-    assert event.input_tokens == 2**31 - 1 and event.output_tokens == 0
+    # 1e11 prompt tokens fit a bigint: kept as reported, never clamped to 2**31 - 1.
+    assert event.input_tokens == 99_999_999_999 and event.output_tokens == 0
     assert len(event.generation_id or "") == 128 and len(event.model or "") == 256
     assert len(event.upstream or "") == 128 and "\x00" not in (event.model or "")
     assert result.problems

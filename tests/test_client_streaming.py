@@ -129,8 +129,10 @@ def test_caller_that_stops_early_still_gets_its_row(server: LoopbackLLM, rows: R
         first = next(stream)
     assert first
     event = rows.only
-    assert event.streamed and event.status == "ok" and event.ttft_ms is not None
+    assert event.streamed and event.ttft_ms is not None
     assert event.model == "deepseek-r1-distill-llama-70b"
+    # Left before the end: not served, and the usage seen so far is not the call's.
+    assert (event.status, event.error_type, event.usage_reported) == ("error", "abandoned", False)
 
 
 def test_connection_dropped_mid_stream_is_interrupted_and_recorded(
@@ -197,4 +199,6 @@ async def test_async_caller_stopping_early_gets_a_row(server: LoopbackLLM, rows:
     ):
         async for _ in stream:
             break
-    assert rows.only.status == "ok" and rows.only.model == "deepseek-reasoner"
+    assert rows.only.model == "deepseek-reasoner"
+    assert (rows.only.status, rows.only.error_type) == ("error", "abandoned")
+    assert rows.only.usage_reported is False

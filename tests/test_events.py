@@ -66,14 +66,35 @@ def test_reasoning_above_output_is_kept_as_reported() -> None:
     to_row(event(output_tokens=10, reasoning_tokens=11))
 
 
+def test_token_counts_beyond_32_bits_are_kept_not_clamped() -> None:
+    row = dict(zip(EVENT_COLUMNS, to_row(event(input_tokens=3_000_000_000)), strict=True))
+    assert row["input_tokens"] == 3_000_000_000
+
+
+def test_usage_reported_defaults_true_and_travels_as_0_or_1() -> None:
+    assert dict(zip(EVENT_COLUMNS, to_row(event()), strict=True))["usage_reported"] == 1
+    row = to_row(event(usage_reported=False))
+    assert dict(zip(EVENT_COLUMNS, row, strict=True))["usage_reported"] == 0
+
+
+def test_abandoned_is_an_error_type() -> None:
+    to_row(event(status="error", error_type="abandoned", usage_reported=False))
+
+
 @pytest.mark.parametrize(
     ("changes", "field", "why"),
     [
         ({"started_at": dt.datetime(2026, 1, 1)}, "started_at", "timezone-aware"),
+        (
+            {"started_at": dt.datetime.max.replace(tzinfo=dt.timezone(-dt.timedelta(hours=3)))},
+            "started_at",
+            "out of range once converted to UTC",
+        ),
         ({"input_tokens": -1}, "input_tokens", "integer from 0"),
         ({"output_tokens": 1.5}, "output_tokens", "integer from 0"),
         ({"output_tokens": True}, "output_tokens", "integer from 0"),
-        ({"input_tokens": 2**40}, "input_tokens", "integer from 0"),
+        ({"input_tokens": 2**63}, "input_tokens", "integer from 0"),
+        ({"usage_reported": 1}, "usage_reported", "bool"),
         ({"cache_read_tokens": 4000}, "cache_read_tokens", "exceeds input_tokens (3329)"),
         ({"cache_write_tokens": 4000}, "cache_write_tokens", "exceeds input_tokens (3329)"),
         ({"session_id": "x" * 257}, "session_id", "at most 256"),

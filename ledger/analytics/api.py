@@ -49,11 +49,12 @@ SELECT
     requested_model,
     key_sent,
     CAST(sum(calls) AS BIGINT) AS calls,
+    CAST(sum(reported_calls) AS BIGINT) AS reported_calls,
     CAST(sum(input_tokens) AS BIGINT) AS input_tokens,
     CAST(sum(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
     CAST(sum(cache_read_tokens) AS DOUBLE) / nullif(sum(input_tokens), 0) AS token_hit_rate,
     CAST(sum(hit_calls) AS BIGINT) AS hit_calls,
-    CAST(sum(hit_calls) AS DOUBLE) / nullif(sum(calls), 0) AS call_hit_rate,
+    CAST(sum(hit_calls) AS DOUBLE) / nullif(sum(reported_calls), 0) AS call_hit_rate,
     CAST(sum(response_cache_hits) AS BIGINT) AS response_cache_hits
 FROM cache_hits
 GROUP BY actor_id, requested_model, key_sent

@@ -81,13 +81,14 @@ def _q(name: str) -> str:
 
 # Identifiers below come from ledger.schema, never from users: composing them
 # is safe, and values always travel as bound parameters.
-def table_ddl() -> str:
+def table_ddl(name: str = TABLE_NAME, *, temporary: bool = False) -> str:
     """``CREATE TABLE token_usage`` in DuckDB types, compiled from :mod:`ledger.schema`."""
     cols = [
         f"{_q(c.name)} {_duckdb_type(c)}{'' if c.nullable else ' NOT NULL'}"
         for c in token_usage.columns
     ]
-    return f"CREATE TABLE IF NOT EXISTS {TABLE_NAME} ({', '.join(cols)})"
+    kind = "TEMP TABLE" if temporary else "TABLE"
+    return f"CREATE {kind} IF NOT EXISTS {name} ({', '.join(cols)})"
 
 
 def _cast_expr(column: Any, arrow_type: str) -> str:
@@ -134,11 +135,40 @@ def _describe(name: str) -> str:
     return name
 
 
+_COLUMNS: Final = (
+    "SELECT column_name, data_type FROM duckdb_columns() "
+    "WHERE database_name = ? AND schema_name = 'main' AND table_name = ? "
+    "ORDER BY column_index"
+)
+_SHAPE: Final = "ledger_expected_shape"
+
+
+def _reshape_copy(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop a ``token_usage`` copy whose columns are not the schema's (a file written
+    before a migration): the next sync copies every row again, in the new shape."""
+    (database,) = con.execute("SELECT current_database()").fetchall()[0]
+    held = con.execute(_COLUMNS, [database, TABLE_NAME]).fetchall()
+    if not held:
+        return
+    con.execute(table_ddl(_SHAPE, temporary=True))
+    try:
+        expected = con.execute(_COLUMNS, ["temp", _SHAPE]).fetchall()
+    finally:
+        con.execute(f"DROP TABLE temp.main.{_SHAPE}")
+    if held == expected:
+        return
+    log.info("the analytics copy predates the ledger's schema; copying every row again")
+    con.execute(f"DROP TABLE {TABLE_NAME}")
+    con.execute("DELETE FROM ledger_sync")
+    con.execute("DELETE FROM state_meta")
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(table_ddl())
     for ddl in SUPPORT_DDL:
         con.execute(ddl)
     state.ensure_tables(con)
+    _reshape_copy(con)
+    con.execute(table_ddl())
 
 
 def write_settings(

@@ -44,7 +44,7 @@ _ROW_FIELDS: Final = """
     k.sid, t.session_id, t.actor_id, t.requested_model, t.id, t.started_at, t.attempt,
     coalesce(t.upstream, t.provider) AS ident, t.session_key IS NOT NULL AS has_key,
     t.status = 'ok' AND NOT t.response_cache_hit AS served, t.attempt >= 1 AS is_attempt,
-    t.input_tokens, t.cache_read_tokens
+    t.input_tokens, t.cache_read_tokens, t.usage_reported
 """
 _NEW_SESSION_ROWS: Final = f"""
 CREATE OR REPLACE TEMP TABLE state_rows AS
@@ -87,10 +87,10 @@ _NEW_TRANSITIONS: Final = """
 CREATE OR REPLACE TEMP TABLE state_new_transitions AS
 WITH seq AS (
     SELECT sid, session_id, actor_id, requested_model, id, started_at, attempt, ident, has_key,
-        input_tokens, cache_read_tokens, false AS seed
+        input_tokens, cache_read_tokens, usage_reported, false AS seed
     FROM state_rows WHERE served
     UNION ALL
-    SELECT sid, NULL, NULL, NULL, last.i, last.s, last.a, last.u, NULL, NULL, NULL, true
+    SELECT sid, NULL, NULL, NULL, last.i, last.s, last.a, last.u, NULL, NULL, NULL, NULL, true
     FROM state_old_sessions WHERE last IS NOT NULL
 ),
 paired AS (
@@ -104,7 +104,8 @@ SELECT
     (epoch_us(started_at) - epoch_us(previous_started_at)) / 1e6 AS gap_s,
     ident <> previous_upstream AS changed,
     input_tokens,
-    cache_read_tokens
+    cache_read_tokens,
+    usage_reported
 FROM paired
 WHERE NOT seed AND previous_started_at IS NOT NULL
 """

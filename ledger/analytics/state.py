@@ -18,8 +18,11 @@ views stored in the file (``views/stored/<name>.sql``) read those instead:
     applied when the views read them.
 ``state_rollup``
     row counts and token/cost sums per (agent, model, provider, upstream,
-    key_sent, status, response_cache_hit, attempt >= 1): ``cache_hits``, the
-    scorecard's counts and the verdict's keyless hit rate are sums over it.
+    key_sent, status, response_cache_hit, attempt >= 1, usage_reported,
+    abandoned): ``cache_hits``, the scorecard's counts and the verdict's keyless
+    hit rate are sums over it. Rates take their token sums and denominators
+    from the ``usage_reported`` rows only, so a missing usage never counts as
+    zero; an ``abandoned`` attempt (the caller left) is no upstream error.
 ``state_upstreams`` / ``state_latency``
     served latencies per (requested_model, upstream identity) as small
     integers and doubles, for the quantiles and the p95 intervals.
@@ -52,7 +55,7 @@ from ledger.analytics import gaps, session_state
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 2
+STATE_VERSION: Final = 3
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
 #: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).
@@ -89,11 +92,12 @@ STATE_DDL: Final = (
         sid BIGINT NOT NULL, session_id VARCHAR, actor_id VARCHAR, requested_model VARCHAR,
         previous_started_at TIMESTAMPTZ, started_at TIMESTAMPTZ, previous_upstream VARCHAR,
         upstream VARCHAR, key_sent BOOLEAN, gap_s DOUBLE, changed BOOLEAN,
-        input_tokens INTEGER, cache_read_tokens INTEGER)""",
+        input_tokens BIGINT, cache_read_tokens BIGINT, usage_reported BOOLEAN)""",
     """CREATE TABLE IF NOT EXISTS state_rollup (
         actor_id VARCHAR, requested_model VARCHAR, provider VARCHAR, upstream VARCHAR,
         key_sent BOOLEAN, status VARCHAR, response_cache_hit BOOLEAN, is_attempt BOOLEAN,
-        rows BIGINT, input_tokens BIGINT, cache_read_tokens BIGINT, cache_write_tokens BIGINT,
+        usage_reported BOOLEAN, abandoned BOOLEAN, rows BIGINT, input_tokens BIGINT,
+        cache_read_tokens BIGINT, cache_write_tokens BIGINT,
         read_rows BIGINT, latency_rows BIGINT, cost_usd DECIMAL(38, 10),
         costed_input_tokens BIGINT)""",
     "CREATE TABLE IF NOT EXISTS state_upstreams "
@@ -141,7 +145,7 @@ GROUP BY ckey, call_id
 # -- rollup ---------------------------------------------------------------------
 _ROLLUP_KEYS: Final = (
     "actor_id, requested_model, provider, upstream, key_sent, status, "
-    "response_cache_hit, is_attempt"
+    "response_cache_hit, is_attempt, usage_reported, abandoned"
 )
 _ROLLUP_PARTS: Final = f"""
 SELECT {_ROLLUP_KEYS},
@@ -155,7 +159,9 @@ SELECT {_ROLLUP_KEYS},
     CAST(coalesce(sum(input_tokens) FILTER (WHERE cost_usd IS NOT NULL), 0) AS BIGINT)
         AS costed_input_tokens
 FROM (
-    SELECT *, session_key IS NOT NULL AS key_sent, attempt >= 1 AS is_attempt FROM {{src}}
+    SELECT *, session_key IS NOT NULL AS key_sent, attempt >= 1 AS is_attempt,
+        coalesce(error_type = 'abandoned', false) AS abandoned
+    FROM {{src}}
 )
 GROUP BY {_ROLLUP_KEYS}
 """
@@ -205,6 +211,15 @@ def _one(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] = ()
 
 
 def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
+    if con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'state_meta'"
+    ).fetchall()[0][0]:
+        stored = con.execute("SELECT max(version) FROM state_meta").fetchall()[0][0]
+        if stored is not None and stored != STATE_VERSION:
+            # Another shape: dropped and created anew (then rebuilt, as not current).
+            for table in STATE_TABLES:
+                con.execute(f"DROP TABLE IF EXISTS {table}")
+            con.execute("DELETE FROM state_meta")
     for ddl in STATE_DDL:
         con.execute(ddl)
     if _one(con, _TRANSITION_TOKENS) == 0:  # a version 1 file: rebuilt on open

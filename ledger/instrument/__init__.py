@@ -13,7 +13,10 @@
 Each HTTP attempt to a recognised endpoint (chat completions, the Responses API, Anthropic
 messages; see :mod:`ledger.instrument.recognise`) becomes one row; the SDK's own
 retries are attempts 2, 3… of the same ``call_id``. Everything else passes
-through untouched, and nothing here ever changes what the SDK receives.
+through untouched, and nothing here ever changes what the SDK receives. A request
+changes only when asked to: ``sticky_key=True`` adds OpenRouter's session key,
+``include_usage=True`` asks streamed chat completions for their usage (the
+stream then ends with a usage chunk whose ``choices`` is empty).
 
 The choke point is the client's transport: :func:`instrument` wraps the
 transports of an existing ``httpx``/``httpx2`` client (or of the one inside an
@@ -105,7 +108,13 @@ def httpx_client(
     (else anthropic) SDK is built on (:func:`sdk_library`), since an SDK rejects a
     client of the other library. ``options`` are the client's (``timeout``, ``headers``…), plus
     :class:`Meter`'s (``ledger``, ``providers``, ``strict``, ``sticky_key``,
-    ``session_prefix``).
+    ``session_prefix``, ``include_usage``).
+
+    ``include_usage=True`` asks OpenAI-style streamed chat completions for their usage
+    (``stream_options.include_usage``) when the request does not say: the stream then
+    ends with one extra chunk whose ``choices`` is **empty**. Without it an OpenAI
+    stream reports no usage and its row says so (``usage_reported`` false; a warning,
+    once per process, names the fix).
     """
     module = _module(library)
     meter = meter or Meter(**_meter_options(options))
@@ -135,7 +144,14 @@ def async_httpx_client(
     return instrument(client, meter=meter)
 
 
-_METER_OPTIONS: Final = ("ledger", "providers", "strict", "sticky_key", "session_prefix")
+_METER_OPTIONS: Final = (
+    "ledger",
+    "providers",
+    "strict",
+    "sticky_key",
+    "session_prefix",
+    "include_usage",
+)
 
 
 def _meter_options(options: dict[str, Any]) -> dict[str, Any]:

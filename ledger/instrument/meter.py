@@ -89,6 +89,14 @@ class Meter:
     default ledger (opened on the first recorded call). ``providers`` maps URL
     prefixes to provider names. ``sticky_key`` adds the sticky session key to
     OpenRouter requests that lack one, when a session is known.
+
+    ``include_usage`` adds ``stream_options: {"include_usage": true}`` to streamed
+    chat-completions requests that do not say (OpenAI-style providers that accept
+    it): without it OpenAI streams report no usage, and their rows could only say
+    so (``usage_reported`` false, a warning once per process). The provider then
+    sends one more chunk before ``[DONE]``, with the usage and an **empty**
+    ``choices`` list: code that reads ``chunk.choices[0]`` on every chunk must
+    skip it. An explicit ``include_usage: false`` in the request is left alone.
     """
 
     def __init__(
@@ -99,10 +107,12 @@ class Meter:
         strict: bool | None = None,
         sticky_key: bool = False,
         session_prefix: str = DEFAULT_PREFIX,
+        include_usage: bool = False,
     ) -> None:
         self.recogniser = Recogniser(providers)
         self.strict = strict_from_env() if strict is None else strict
         self.sticky_key = sticky_key
+        self.include_usage = include_usage
         self.session_prefix = session_prefix
         self._sink = LazyRecorder(ledger)
         self._providers: dict[tuple[str, str], Provider] = {}
@@ -165,7 +175,15 @@ class Meter:
         # The sticky key is added to chat requests only: OpenRouter documents ``session_id``
         # for chat completions, and an unknown field could make a Responses call fail.
         inject = route.endpoint == "chat"
-        replaced, sent_key = self._session_key(provider, data, ctx, inject=inject)
+        changed, sent_key = self._session_key(provider, data, ctx, inject=inject)
+        asked = usage_asked(provider, data) if inject else True
+        options = wire.obj(data.get("stream_options"))
+        if not asked and self.include_usage and "include_usage" not in options:
+            data["stream_options"] = {**options, "include_usage": True}
+            changed = asked = True
+        replaced = None
+        if changed:
+            replaced = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
         call_id, attempt = _filing((route.provider, url, model), retry_count)
         sort, order = _routing(provider, data)
         prep = Prepared(
@@ -186,22 +204,57 @@ class Meter:
             routing_sort=sort,
             routing_order=order,
         )
-        return Exchange(self, prep, timeouts, route.endpoint), replaced
+        exchange = Exchange(self, prep, timeouts, route.endpoint)
+        exchange.usage_asked = asked
+        return exchange, replaced
 
     def _session_key(
         self, provider: Provider, data: dict[str, Any], ctx: Context, *, inject: bool = True
-    ) -> tuple[bytes | None, str | None]:
+    ) -> tuple[bool, str | None]:
+        """(whether ``data`` was changed, the key it carries)."""
         if not provider.capabilities.sticky_session:
-            return None, None
+            return False, None
         sent = provider.sent_session_key(data)
         if isinstance(sent, str) and sent:
-            return None, clean(sent, "session_key")
+            return False, clean(sent, "session_key")
         if not (inject and self.sticky_key and ctx.session_id):
-            return None, None
+            return False, None
         key = session_key(ctx.session_id, ctx.actor_id, prefix=self.session_prefix)
         provider.place_session_key(data, key)
-        body = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
-        return body, key
+        return True, key
+
+
+def usage_asked(provider: Provider, data: Mapping[str, Any]) -> bool:
+    """Whether a chat request will get usage back: not streamed, a provider that does
+    not take ``stream_options`` (Mistral streams usage unasked), or it asked for it."""
+    if data.get("stream") is not True or not isinstance(provider, OpenAIStyleProvider):
+        return True
+    if not provider.sends_stream_options:
+        return True
+    return wire.obj(data.get("stream_options")).get("include_usage") is True
+
+
+#: Warned once per process: a streamed chat call that asked for no usage and got none.
+_warned_no_usage = False
+_warned_lock = threading.Lock()
+
+
+def warn_no_stream_usage(provider: str) -> None:
+    """Say once per process why streamed rows have no tokens, and the fix."""
+    global _warned_no_usage
+    with _warned_lock:
+        if _warned_no_usage:
+            return
+        _warned_no_usage = True
+    log.warning(
+        "ledger instrumentation: a streamed %s chat completion without "
+        'stream_options={"include_usage": true} reported no usage, so its row has 0 tokens '
+        'and usage_reported=false. Pass stream_options={"include_usage": True} to '
+        "create(), or meter with include_usage=True (ledger.httpx_client(include_usage=True) "
+        "or ledger.instrument(client, include_usage=True)); the usage then comes in a last "
+        "chunk whose choices list is empty. (logged once)",
+        provider,
+    )
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:
@@ -317,6 +370,11 @@ class Exchange:
         #: The attempt's failure as the client would raise it (None: it succeeded), once
         #: finished: a relay that falls back on it (the gateway) reads it here.
         self.error: ProviderError | None = None
+        # The SDK closed the body before its end (the stream's own end, or the whole
+        # body for a non-streamed answer): the row is abandoned, its usage partial.
+        self.abandoned = False
+        self.broke = False
+        self.usage_asked = True  # set by Meter.begin: False means a silent-zero risk
 
     @property
     def provider(self) -> Provider:
@@ -387,6 +445,16 @@ class Exchange:
         except Exception as exc:  # a parser bug: the SDK's call must not notice
             self.meter.complain(f"parser:{self.provider.name}", "parser failed", exc)
             parsed, error = None, None
+        self.abandoned = self.abandoned and error is None
+        if (
+            not self.usage_asked
+            and self.parser is not None
+            and parsed is not None
+            and parsed.usage is None
+            and error is None
+            and not self.abandoned
+        ):
+            warn_no_stream_usage(self.provider.name)
         self._write(parsed, error, streamed=self.parser is not None)
 
     def _outcome(
@@ -400,7 +468,7 @@ class Exchange:
             body = provider.parse_error(status, content)
             return None, http_failure(provider, status, body, self.headers)
         if self.parser is not None:
-            return self._stream_outcome(self.parser, broken)
+            return self._stream_outcome(self.parser, broken, early)
         if broken is not None:
             cls = ProviderTimeout if isinstance(broken, self.timeouts) else ProviderTransportError
             message = f"{provider.name}: the body broke off ({type(broken).__name__})"
@@ -414,6 +482,7 @@ class Exchange:
             )
         if not parsed.valid:
             if early:  # the SDK stopped reading: a partial body says nothing about the server
+                self.abandoned = True
                 return None, None
             self.meter.complain(
                 f"invalid:{provider.name}",
@@ -428,10 +497,11 @@ class Exchange:
         return parsed, None
 
     def _stream_outcome(
-        self, parser: StreamParser, broken: BaseException | None
+        self, parser: StreamParser, broken: BaseException | None, early: bool
     ) -> tuple[Parsed, ProviderError | None]:
         provider = self.provider
         parsed = parser.finish()
+        self.abandoned = early and not parser.done
         delivered = self.ttft is not None
         if parsed.error is not None:
             error = in_band_failure(
@@ -443,6 +513,7 @@ class Exchange:
             )
             return parsed, error
         if broken is not None:
+            self.broke = True
             return parsed, StreamInterrupted(
                 f"{provider.name} stream broke: {type(broken).__name__}",
                 provider=provider.name,
@@ -465,6 +536,8 @@ class Exchange:
                 http_status=self.status,
                 streamed=streamed,
                 cost=cost_of(self.prep, parsed),
+                abandoned=self.abandoned,
+                cut_short=self.abandoned or self.broke,
             )
         except Exception as exc:
             self.meter.complain(f"row:{self.provider.name}", "could not build the row", exc)

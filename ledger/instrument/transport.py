@@ -11,9 +11,10 @@ request's own class (both libraries set ``__module__`` to their top name).
 The response body is never buffered on the SDK's behalf: each chunk is fed to
 the exchange (parsed on the fly for SSE) and handed on unchanged, so the SDK
 receives the same bytes at the same moment as without the transport. The one
-change made to a metered request (besides removing our ``x-ledger-*`` headers)
-is its ``accept-encoding``, narrowed to the codings the meter can decode
-(:data:`~ledger.instrument.meter.ACCEPT_ENCODING`).
+change made to a metered request (besides removing our ``x-ledger-*`` headers,
+and the body changes a :class:`~ledger.instrument.meter.Meter` was asked for:
+``sticky_key``, ``include_usage``) is its ``accept-encoding``, narrowed to the
+codings the meter can decode (:data:`~ledger.instrument.meter.ACCEPT_ENCODING`).
 
 Cancellation is not a provider error: a request interrupted by
 ``asyncio.CancelledError`` or ``KeyboardInterrupt`` before its response arrived

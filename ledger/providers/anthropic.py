@@ -132,10 +132,16 @@ class MessageStreamParser:
         self._id: str | None = None
         self._stop: str | None = None
         self._error: InBandError | None = None
+        self._final_usage = False  # a message_delta (cumulative, final usage) arrived
+        self._done = False
 
     @property
     def error(self) -> InBandError | None:
         return self._error
+
+    @property
+    def done(self) -> bool:
+        return self._done
 
     def feed(self, data: bytes) -> list[str]:
         out: list[str] = []
@@ -147,7 +153,11 @@ class MessageStreamParser:
         for name, text in self._sse.close_pairs():
             self._event(name, text, [])
         usage = None if self._usage is None else normalise_usage(self._usage, self._problems)
+        partial = usage is not None and not self._final_usage
+        if partial:
+            self._problems.append("stream ended before message_delta: usage is partial")
         return Parsed(
+            usage_partial=partial,
             content="".join(self._parts),
             usage=usage,
             model=self._model,
@@ -181,7 +191,10 @@ class MessageStreamParser:
             if self._usage is None:
                 self._usage = {}
             _merge_usage(self._usage, data.get("usage"))
+            self._final_usage = True
             self._stop = wire.text(wire.obj(data.get("delta")).get("stop_reason")) or self._stop
+        elif kind == "message_stop":
+            self._done = True
         elif kind == "error" or name == "error":
             self._error = in_band_error(data) or InBandError(message="error event")
 

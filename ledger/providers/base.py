@@ -82,7 +82,9 @@ class InBandError:
 class Parsed:
     """What one response (or one stream, so far) says.
 
-    ``usage`` is None when the provider reported none. ``valid`` is False when
+    ``usage`` is None when the provider reported none; ``usage_partial`` is True
+    when it is known not to be the final report (an Anthropic stream that ended
+    before its ``message_delta``: output not counted yet). ``valid`` is False when
     the body was not a response at all (not JSON, wrong shape). ``problems``
     lists what was wrong or adjusted (clamped counts, missing fields).
     """
@@ -97,6 +99,7 @@ class Parsed:
     error: InBandError | None = None
     valid: bool = True
     problems: tuple[str, ...] = ()
+    usage_partial: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,11 +144,16 @@ class StreamParser(Protocol):
 
     ``feed`` returns the text deltas found in the bytes (for the caller, as
     they arrive); ``finish`` flushes what is pending and returns the whole
-    picture. ``error`` is the in-band error, once one was seen.
+    picture. ``error`` is the in-band error, once one was seen; ``done`` is True
+    once the stream's own end was seen (``[DONE]``, ``message_stop``, a terminal
+    event, a finish reason): a caller that stops reading after it left nothing.
     """
 
     @property
     def error(self) -> InBandError | None: ...
+
+    @property
+    def done(self) -> bool: ...
 
     def feed(self, data: bytes) -> list[str]: ...
 

@@ -126,6 +126,11 @@ class GenerateStreamParser:
     def error(self) -> InBandError | None:
         return self._state.error
 
+    @property
+    def done(self) -> bool:
+        # No sentinel: the chunk with a finish reason is the last (its usage is final).
+        return self._state.finish_reason is not None
+
     def feed(self, data: bytes) -> list[str]:
         out: list[str] = []
         for _, text in self._sse.feed_pairs(data):

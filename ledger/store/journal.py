@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ledger.errors import JournalError
-from ledger.schema import EVENT_COLUMNS
+from ledger.schema import EVENT_COLUMNS, OLD_ROW_DEFAULTS
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,10 @@ def _decode(path: Path, data: bytes) -> tuple[list[tuple[Any, ...]], list[str]]:
         try:
             values = json.loads(raw)
             rows.append(
-                tuple(values[position[c]] if c in position else None for c in EVENT_COLUMNS)
+                tuple(
+                    values[position[c]] if c in position else OLD_ROW_DEFAULTS.get(c)
+                    for c in EVENT_COLUMNS
+                )
             )
         except (ValueError, IndexError, TypeError):
             # A torn last line is an event whose record() never returned.

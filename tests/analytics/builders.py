@@ -71,6 +71,7 @@ def insert_rows(url: str, rows: Iterable[dict[str, Any]]) -> None:
         "cache_read_tokens": 0,
         "cache_write_tokens": 0,
         "tags": None,
+        "usage_reported": True,
     }
     full = [{**dict.fromkeys(keys), **defaults, **r} for r in rows]
     engine = make_engine(url)

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tests.analytics.builders import failed, insert_rows, open_analytics, response_cache_row, served
+from ledger.analytics import Filters
+from tests.analytics.builders import (
+    T0,
+    failed,
+    insert_rows,
+    open_analytics,
+    response_cache_row,
+    served,
+)
 
 WRITER = {"actor_id": "writer", "session_id": "w1"}
 ANTHROPIC = {
@@ -164,3 +173,55 @@ def test_upstream_scorecard(ledger_url: str, tmp_path: Path) -> None:
     assert y.cost_per_mtok_input == pytest.approx(1.0)  # $0.002 per 2000 costed tokens
     # session c went to X, anthropic and Y: pinned to none of them
     assert set(card.sessions_pinned) == {0}
+
+
+def unreported_ledger() -> list[dict[str, object]]:
+    cost = Decimal("0.01")
+    return [
+        served(0, None, input_tokens=2000, cost_usd=cost, **OPENAI),
+        served(1, None, input_tokens=2000, cache_read_tokens=1500, cost_usd=cost, **OPENAI),
+        # Served, but the provider reported no usage (a stream without include_usage):
+        # their 0s are not counts, so no rate may read them as misses.
+        served(2, None, usage_reported=False, **OPENAI),
+        served(3, None, usage_reported=False, **OPENAI),
+        # Abandoned by the caller: partial usage and a partial cost, and no upstream error.
+        failed(
+            4,
+            None,
+            error_type="abandoned",
+            http_status=200,
+            usage_reported=False,
+            input_tokens=2000,
+            cost_usd=Decimal("0.002"),
+            **OPENAI,
+        ),
+    ]
+
+
+EVERY_ROW = Filters(start=T0 - dt.timedelta(days=1))  # the row-level views, not the stored
+
+
+@pytest.mark.parametrize("filters", [None, EVERY_ROW], ids=["stored", "rows"])
+def test_missing_usage_never_counts_as_zero_in_a_rate(
+    ledger_url: str, tmp_path: Path, filters: Filters | None
+) -> None:
+    insert_rows(ledger_url, unreported_ledger())
+    with open_analytics(ledger_url, tmp_path, min_samples=1) as analytics:
+        hits = analytics.view("cache_hits", filters).iloc[0]
+        card = analytics.view("upstream_scorecard", filters).iloc[0]
+        keyless = analytics.view("keyless_hit_rates", filters).iloc[0]
+        decay = analytics.view("cache_decay", filters).iloc[0]
+        by_agent = analytics.cache_hits_by_agent(filters).iloc[0]
+    assert (hits.calls, hits.reported_calls, hits.hit_calls) == (4, 2, 1)
+    assert (hits.input_tokens, hits.cache_read_tokens) == (4000, 1500)
+    assert hits.token_hit_rate == pytest.approx(1500 / 4000)
+    assert hits.call_hit_rate == 0.5  # not 1 in 4
+    assert by_agent.call_hit_rate == 0.5 and by_agent.reported_calls == 2
+    # Five attempts, no upstream error: the abandoned one is the caller's doing.
+    assert (card.attempts, card.errors, card.error_rate) == (5, 0, 0.0)
+    assert card.token_hit_rate == pytest.approx(1500 / 4000)
+    assert card.cost_per_mtok_input == pytest.approx(0.02 * 1e6 / 4000)
+    assert keyless.hit_rate == pytest.approx(1500 / 4000)
+    # Three transitions of 1 minute; only the first's later attempt reported its usage.
+    assert (decay.calls, decay.input_tokens, decay.cache_read_tokens) == (3, 2000, 1500)
+    assert decay.call_hit_rate == 1.0 and decay.token_hit_rate == pytest.approx(0.75)

@@ -196,3 +196,26 @@ def test_default_file_sits_beside_a_sqlite_ledger_and_in_the_cache_for_a_server(
     two = analytics_path_for(database_url("postgresql://u:other@h/db"))
     assert one == two and one.parent == tmp_path / "cache" / "ledger"
     assert "secret" not in str(one)
+
+
+def test_a_copy_from_before_migration_0002_is_copied_again_in_the_new_shape(
+    ledger_url: str, tmp_path: Path
+) -> None:
+    insert_rows(ledger_url, [TAGGED])
+    with open_analytics(ledger_url, tmp_path):
+        pass
+    # The file as a version before 0002 left it: 32-bit tokens, no usage_reported.
+    with duckdb.connect(str(tmp_path / "analytics.duckdb")) as con:
+        con.execute("ALTER TABLE token_usage DROP COLUMN usage_reported")
+        con.execute("ALTER TABLE token_usage ALTER COLUMN input_tokens TYPE INTEGER")
+    insert_rows(
+        ledger_url,
+        [served(1, "A", input_tokens=3_000_000_000, usage_reported=False)],
+    )
+    with open_analytics(ledger_url, tmp_path) as analytics:
+        rows = analytics.sql(
+            "SELECT input_tokens, usage_reported FROM token_usage ORDER BY id"
+        ).values.tolist()
+        hits = analytics.cache_hits()[["calls", "reported_calls", "input_tokens"]].sum()
+    assert rows == [[10, True], [3_000_000_000, False]]
+    assert hits.tolist() == [2, 1, 10]

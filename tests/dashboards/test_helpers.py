@@ -36,6 +36,25 @@ def test_stickiness_by_key_uses_summed_counts_not_mean_of_rates() -> None:
     assert summary.stickiness_by_key(frame) == {True: 0.7, False: None}
 
 
+def test_call_hit_rates_divide_by_the_attempts_whose_usage_was_reported() -> None:
+    # Two served attempts per upstream, one of them without reported usage: its 0
+    # cache reads are not a miss.
+    hits = pd.DataFrame(
+        {
+            "upstream": ["A", "A"],
+            "key_sent": [True, False],
+            "calls": [2, 2],
+            "reported_calls": [1, 2],
+            "input_tokens": [100, 200],
+            "cache_read_tokens": [50, 100],
+            "hit_calls": [1, 1],
+            "response_cache_hits": [0, 0],
+        }
+    )
+    assert summary.by_upstream(hits)["call_hit_rate"].tolist() == [1.0, 0.5]
+    assert summary.call_hit_rate(hits) == 2 / 3
+
+
 def test_timeline_buckets_keep_the_bar_count_bounded() -> None:
     assert bucket_for(dt.timedelta(hours=2)) == dt.timedelta(minutes=1)
     assert bucket_for(dt.timedelta(days=3)) == dt.timedelta(hours=1)

@@ -156,5 +156,7 @@ def test_a_client_that_disconnects_mid_stream_cancels_upstream_and_the_row_says_
         threading.Event().wait(0.02)
     assert loopback.disconnects == 1
     assert row.tags == {"team": "search", "disconnected": "client"}
-    assert row.streamed and row.status == "ok" and row.latency_ms is not None
+    # abandoned: its usage is partial, so it is never read as a served attempt
+    assert (row.status, row.error_type, row.usage_reported) == ("error", "abandoned", False)
+    assert row.streamed and row.latency_ms is not None
     assert row.latency_ms < 30_000  # cut short: the whole stream would take a minute

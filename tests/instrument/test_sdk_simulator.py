@@ -4,6 +4,7 @@ every attempt is one row whose values are what the SDK itself was told."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -12,8 +13,10 @@ import openai
 import pytest
 
 import ledger
+from ledger.instrument import meter as meter_module
 from ledger.simulator import Fault, FaultKind, Simulator
 from tests.instrument.conftest import Rows
+from tests.llm_loopback import PAYLOADS, LoopbackLLM, Reply
 
 Server = tuple[Simulator, str]
 SYSTEM = "You are a careful code-review agent with a long tool contract. " * 80
@@ -194,3 +197,107 @@ async def test_async_sdk_clients_are_metered_per_task(sim_server: Server, rows: 
         ("s-tester", "tester"),
     }
     assert all(r.streamed and r.output_tokens > 0 for r in rows.events)
+
+
+# -- streamed usage: OpenAI reports it only when asked -----------------------------------
+
+
+@pytest.fixture
+def warn_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The missing-usage warning is once per process: let this test see its first time."""
+    monkeypatch.setattr(meter_module, "_warned_no_usage", False)
+
+
+def _stream_text(client: openai.OpenAI, **options: object) -> tuple[str, list[object]]:
+    stream = client.chat.completions.create(
+        model="gpt-4o-mini",
+        messages=_messages("stream"),  # type: ignore[arg-type]
+        stream=True,
+        **options,  # type: ignore[call-overload]
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    return text, chunks
+
+
+def test_an_openai_stream_without_include_usage_is_marked_and_warned_about_once(
+    oai: openai.OpenAI, rows: Rows, warn_afresh: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="ledger.instrument"):
+        for _ in range(2):
+            text, chunks = _stream_text(oai)
+            assert text and all(c.usage is None for c in chunks)  # type: ignore[attr-defined]
+    assert [(r.status, r.input_tokens, r.usage_reported) for r in rows.events] == [
+        ("ok", 0, False),
+        ("ok", 0, False),
+    ]
+    warnings = [r.getMessage() for r in caplog.records if "include_usage" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "include_usage=True" in warnings[0] and "usage_reported=false" in warnings[0]
+
+
+def test_include_usage_asks_for_the_usage_and_the_sdk_gets_a_last_chunk_without_choices(
+    sim_server: Server, rows: Rows, warn_afresh: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    base = sim_server[1] + "/v1"
+    http = ledger.httpx_client(ledger=rows, providers={base: "openai"}, include_usage=True)
+    with (
+        caplog.at_level(logging.WARNING, logger="ledger.instrument"),
+        openai.OpenAI(api_key="sk", base_url=base, http_client=http, max_retries=0) as client,
+    ):
+        text, chunks = _stream_text(client)
+    last = chunks[-1]
+    assert last.choices == [] and last.usage is not None  # type: ignore[attr-defined]
+    assert text
+    row = rows.only
+    assert row.usage_reported and row.status == "ok"
+    assert (row.input_tokens, row.output_tokens) == (
+        last.usage.prompt_tokens,  # type: ignore[attr-defined]
+        last.usage.completion_tokens,  # type: ignore[attr-defined]
+    )
+    assert row.input_tokens > 0 and row.cost_usd is not None
+    assert not [r for r in caplog.records if "include_usage" in r.getMessage()]
+
+
+def test_include_usage_on_instrument_keeps_the_callers_other_stream_options(
+    loopback: LoopbackLLM, rows: Rows
+) -> None:
+    loopback.queue(Reply.payload("openai_stream_include_usage_real.sse"))
+    base = loopback.url + "/v1"
+    sdk = openai.OpenAI(api_key="sk", base_url=base, max_retries=0)
+    with ledger.instrument(sdk, ledger=rows, providers={base: "openai"}, include_usage=True) as c:
+        _stream_text(c, stream_options={"include_obfuscation": False})
+    sent = loopback.requests[0].body
+    assert sent["stream_options"] == {"include_obfuscation": False, "include_usage": True}
+    assert rows.only.usage_reported and rows.only.input_tokens == 78
+
+
+async def test_async_httpx_client_takes_include_usage_too(sim_server: Server, rows: Rows) -> None:
+    base = sim_server[1] + "/v1"
+    http = ledger.async_httpx_client(ledger=rows, providers={base: "openai"}, include_usage=True)
+    async with openai.AsyncOpenAI(
+        api_key="sk", base_url=base, http_client=http, max_retries=0
+    ) as client:
+        stream = await client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=_messages("stream"),  # type: ignore[arg-type]
+            stream=True,
+        )
+        chunks = [c async for c in stream]
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert rows.only.usage_reported and rows.only.input_tokens == chunks[-1].usage.prompt_tokens
+
+
+def test_include_usage_leaves_an_explicit_false_alone(loopback: LoopbackLLM, rows: Rows) -> None:
+    no_usage = b"\n\n".join(
+        block
+        for block in (PAYLOADS / "openai_stream_include_usage_real.sse").read_bytes().split(b"\n\n")
+        if b'"usage":{' not in block
+    )
+    loopback.queue(Reply(no_usage, chunk_size=64, headers={"content-type": "text/event-stream"}))
+    base = loopback.url + "/v1"
+    http = ledger.httpx_client(ledger=rows, providers={base: "openai"}, include_usage=True)
+    with openai.OpenAI(api_key="sk", base_url=base, http_client=http, max_retries=0) as client:
+        assert _stream_text(client, stream_options={"include_usage": False})[0]
+    assert loopback.requests[0].body["stream_options"] == {"include_usage": False}
+    assert (rows.only.status, rows.only.usage_reported) == ("ok", False)

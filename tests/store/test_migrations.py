@@ -10,7 +10,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect, select
+from sqlalchemy import Engine, column, insert, inspect, select, table
 
 from ledger.errors import SchemaOutOfDate
 from ledger.events import UsageEvent
@@ -89,3 +89,53 @@ def test_every_value_round_trips(ledger_url: str, tmp_path: Path) -> None:
     assert isinstance(row["cost_usd"], Decimal)
     for name, value in row.items():
         assert value == getattr(e, name), name
+
+
+def test_0002_keeps_old_rows_marks_them_reported_and_widens_token_counts(
+    engine_for: Engine, tmp_path: Path
+) -> None:
+    # An old schema with a row in it, as a ledger written before 0002 holds.
+    downgrade(engine_for, "0001")
+    old = {
+        "event_id": "00000000-0000-4000-8000-000000000001",
+        "call_id": "00000000-0000-4000-8000-000000000002",
+        "attempt": 1,
+        "started_at": dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC),
+        "requested_provider": "openai",
+        "requested_model": "gpt-4o-mini",
+        "provider": "openai",
+        "status": "ok",
+        "input_tokens": 2**31 - 1,
+        "output_tokens": 7,
+    }
+    # Only the columns 0001 has: the current table definition would name usage_reported.
+    old_table = table("token_usage", *(column(n, token_usage.c[n].type) for n in old))
+    with engine_for.begin() as conn:
+        conn.execute(insert(old_table), [old])
+    upgrade(engine_for)
+    with engine_for.connect() as conn:
+        row = conn.execute(select(token_usage)).one()
+    assert row.usage_reported is True
+    assert row.input_tokens == 2**31 - 1 and row.output_tokens == 7
+    # 3e9 prompt tokens now fit, on both backends, instead of being clamped.
+    big = UsageEvent(
+        started_at=dt.datetime(2026, 12, 1, tzinfo=dt.UTC),
+        requested_provider="openai",
+        requested_model="gpt-4o-mini",
+        provider="openai",
+        status="ok",
+        input_tokens=3_000_000_000,
+        cache_read_tokens=2_999_999_999,
+        output_tokens=2**40,
+        usage_reported=False,
+    )
+    url = engine_for.url.render_as_string(hide_password=False)
+    with Ledger(url, journal_dir=tmp_path / "journal") as led:
+        led.record(big)
+        assert led.flush(10)
+    with engine_for.connect() as conn:
+        stored = conn.execute(
+            select(token_usage).where(token_usage.c.event_id == big.event_id)
+        ).one()
+    assert stored.input_tokens == 3_000_000_000 and stored.output_tokens == 2**40
+    assert stored.cache_read_tokens == 2_999_999_999 and stored.usage_reported is False

@@ -14,9 +14,10 @@
 --   within_window     = the bucket ends within the idle window (the pin held)
 --   calls             = served attempts with a previous one in their session
 --   input_tokens,
---   cache_read_tokens = their sums
+--   cache_read_tokens = their sums, over those whose usage was reported
 --   token_hit_rate    = cache_read_tokens / input_tokens
---   call_hit_rate     = attempts with cache_read_tokens > 0 / calls
+--   call_hit_rate     = attempts with cache_read_tokens > 0 / those whose usage
+--                       was reported (a missing usage is no miss)
 CREATE OR REPLACE VIEW cache_decay AS
 WITH edges AS (
     SELECT
@@ -30,6 +31,7 @@ bucketed AS (
         t.key_sent,
         t.input_tokens,
         t.cache_read_tokens,
+        t.usage_reported,
         edges.e,
         edges.window_s
     FROM transitions AS t
@@ -43,9 +45,12 @@ grouped AS (
         any_value(e)[gap_order + 1] AS gap_to_s,
         any_value(window_s) AS window_s,
         count(*) AS calls,
-        CAST(sum(input_tokens) AS BIGINT) AS input_tokens,
-        CAST(sum(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
-        count(*) FILTER (WHERE cache_read_tokens > 0) AS hit_calls
+        count(*) FILTER (WHERE usage_reported) AS reported_calls,
+        CAST(coalesce(sum(input_tokens) FILTER (WHERE usage_reported), 0) AS BIGINT)
+            AS input_tokens,
+        CAST(coalesce(sum(cache_read_tokens) FILTER (WHERE usage_reported), 0) AS BIGINT)
+            AS cache_read_tokens,
+        count(*) FILTER (WHERE usage_reported AND cache_read_tokens > 0) AS hit_calls
     FROM bucketed
     GROUP BY gap_order, key_sent
 ),
@@ -79,5 +84,5 @@ SELECT
     input_tokens,
     cache_read_tokens,
     CAST(cache_read_tokens AS DOUBLE) / nullif(input_tokens, 0) AS token_hit_rate,
-    CAST(hit_calls AS DOUBLE) / calls AS call_hit_rate
+    CAST(hit_calls AS DOUBLE) / nullif(reported_calls, 0) AS call_hit_rate
 FROM labelled;

@@ -4,13 +4,15 @@
 -- reach a provider, so they are in no hit rate.
 --
 --   calls               = served attempts (status = 'ok' AND NOT response_cache_hit)
+--   reported_calls      = those whose usage was reported (usage_reported): the
+--                         rates' base, so a missing usage never counts as a miss
 --   input_tokens,
 --   cache_read_tokens,
---   cache_write_tokens  = sums over served attempts (input_tokens counts *all*
---                         prompt tokens, cache reads and writes included)
+--   cache_write_tokens  = sums over the reported served attempts (input_tokens
+--                         counts *all* prompt tokens, cache reads and writes included)
 --   token_hit_rate      = cache_read_tokens / input_tokens; null when no input tokens
---   hit_calls           = served attempts with cache_read_tokens > 0
---   call_hit_rate       = hit_calls / calls
+--   hit_calls           = reported served attempts with cache_read_tokens > 0
+--   call_hit_rate       = hit_calls / reported_calls
 --   response_cache_hits = rows with response_cache_hit in the same group
 -- Failed attempts are in no column here (upstream_scorecard counts them).
 CREATE OR REPLACE VIEW cache_hits AS
@@ -21,6 +23,7 @@ WITH rows AS (
         coalesce(upstream, provider) AS upstream,
         session_key IS NOT NULL AS key_sent,
         status = 'ok' AND NOT response_cache_hit AS served,
+        status = 'ok' AND NOT response_cache_hit AND usage_reported AS counted,
         response_cache_hit,
         input_tokens,
         cache_read_tokens,
@@ -35,12 +38,13 @@ grouped AS (
         upstream,
         key_sent,
         count(*) FILTER (WHERE served) AS calls,
-        CAST(coalesce(sum(input_tokens) FILTER (WHERE served), 0) AS BIGINT) AS input_tokens,
-        CAST(coalesce(sum(cache_read_tokens) FILTER (WHERE served), 0) AS BIGINT)
+        count(*) FILTER (WHERE counted) AS reported_calls,
+        CAST(coalesce(sum(input_tokens) FILTER (WHERE counted), 0) AS BIGINT) AS input_tokens,
+        CAST(coalesce(sum(cache_read_tokens) FILTER (WHERE counted), 0) AS BIGINT)
             AS cache_read_tokens,
-        CAST(coalesce(sum(cache_write_tokens) FILTER (WHERE served), 0) AS BIGINT)
+        CAST(coalesce(sum(cache_write_tokens) FILTER (WHERE counted), 0) AS BIGINT)
             AS cache_write_tokens,
-        count(*) FILTER (WHERE served AND cache_read_tokens > 0) AS hit_calls,
+        count(*) FILTER (WHERE counted AND cache_read_tokens > 0) AS hit_calls,
         count(*) FILTER (WHERE response_cache_hit) AS response_cache_hits
     FROM rows
     GROUP BY actor_id, requested_model, upstream, key_sent
@@ -51,11 +55,12 @@ SELECT
     upstream,
     key_sent,
     calls,
+    reported_calls,
     input_tokens,
     cache_read_tokens,
     cache_write_tokens,
     CAST(cache_read_tokens AS DOUBLE) / nullif(input_tokens, 0) AS token_hit_rate,
     hit_calls,
-    CAST(hit_calls AS DOUBLE) / nullif(calls, 0) AS call_hit_rate,
+    CAST(hit_calls AS DOUBLE) / nullif(reported_calls, 0) AS call_hit_rate,
     response_cache_hits
 FROM grouped;

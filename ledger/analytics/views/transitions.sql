@@ -13,6 +13,7 @@
 --   key_sent           = this attempt carried a sticky key (session_key IS NOT NULL)
 --   input_tokens,
 --   cache_read_tokens  = this (the later) attempt's, for hit rates by idle gap
+--   usage_reported     = whether those counts are its reported usage (rates skip it if not)
 CREATE OR REPLACE VIEW transitions AS
 WITH served AS (
     SELECT
@@ -25,7 +26,8 @@ WITH served AS (
         coalesce(upstream, provider) AS upstream,
         session_key IS NOT NULL AS key_sent,
         input_tokens,
-        cache_read_tokens
+        cache_read_tokens,
+        usage_reported
     FROM token_usage
     WHERE status = 'ok' AND NOT response_cache_hit AND session_id IS NOT NULL
 ),
@@ -49,15 +51,17 @@ measured AS (
         key_sent,
         (epoch_us(started_at) - epoch_us(previous_started_at)) / 1e6 AS gap_s,
         input_tokens,
-        cache_read_tokens
+        cache_read_tokens,
+        usage_reported
     FROM paired
     WHERE previous_started_at IS NOT NULL
 )
 SELECT
-    * EXCLUDE (input_tokens, cache_read_tokens),
+    * EXCLUDE (input_tokens, cache_read_tokens, usage_reported),
     gap_s <= ledger_setting('idle_window_s') AS within_window,
     upstream <> previous_upstream AND gap_s <= ledger_setting('idle_window_s') AS is_switch,
     upstream <> previous_upstream AND gap_s > ledger_setting('idle_window_s') AS is_idle_release,
     input_tokens,
-    cache_read_tokens
+    cache_read_tokens,
+    usage_reported
 FROM measured;

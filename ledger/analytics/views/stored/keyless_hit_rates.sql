@@ -5,8 +5,9 @@ SELECT
     requested_model,
     CAST(sum(rows) AS BIGINT) AS keyless_attempts,
     CASE
-        WHEN sum(rows) >= any_value(knobs.min_samples)
-        THEN CAST(sum(cache_read_tokens) AS DOUBLE) / nullif(sum(input_tokens), 0)
+        WHEN coalesce(sum(rows) FILTER (WHERE usage_reported), 0) >= any_value(knobs.min_samples)
+        THEN CAST(sum(cache_read_tokens) FILTER (WHERE usage_reported) AS DOUBLE)
+            / nullif(sum(input_tokens) FILTER (WHERE usage_reported), 0)
     END AS hit_rate
 FROM state_rollup, (SELECT ledger_setting('min_samples') AS min_samples) AS knobs
 WHERE is_attempt AND status = 'ok' AND NOT response_cache_hit AND NOT key_sent

@@ -17,5 +17,6 @@ SELECT
     changed AND gap_s <= ledger_setting('idle_window_s') AS is_switch,
     changed AND gap_s > ledger_setting('idle_window_s') AS is_idle_release,
     input_tokens,
-    cache_read_tokens
+    cache_read_tokens,
+    usage_reported
 FROM state_transitions;

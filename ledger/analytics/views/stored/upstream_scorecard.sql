@@ -9,13 +9,16 @@ WITH card AS (
         requested_model,
         coalesce(upstream, provider) AS upstream,
         CAST(sum(rows) AS BIGINT) AS attempts,
-        CAST(coalesce(sum(rows) FILTER (WHERE status = 'error'), 0) AS BIGINT) AS errors,
+        CAST(coalesce(sum(rows) FILTER (WHERE status = 'error' AND NOT abandoned), 0) AS BIGINT)
+            AS errors,
         CAST(coalesce(sum(rows) FILTER (WHERE served), 0) AS BIGINT) AS served_attempts,
         CAST(coalesce(sum(latency_rows) FILTER (WHERE served), 0) AS BIGINT) AS latency_samples,
-        sum(input_tokens) FILTER (WHERE served) AS served_input_tokens,
-        sum(cache_read_tokens) FILTER (WHERE served) AS served_cache_read_tokens,
+        sum(input_tokens) FILTER (WHERE served AND usage_reported) AS served_input_tokens,
+        sum(cache_read_tokens) FILTER (WHERE served AND usage_reported)
+            AS served_cache_read_tokens,
         sum(cost_usd) AS cost_usd,
-        sum(costed_input_tokens) AS costed_input_tokens
+        sum(cost_usd) FILTER (WHERE usage_reported) AS costed_cost_usd,
+        sum(costed_input_tokens) FILTER (WHERE usage_reported) AS costed_input_tokens
     FROM (
         SELECT *, status = 'ok' AND NOT response_cache_hit AS served
         FROM state_rollup
@@ -58,7 +61,8 @@ SELECT
     CAST(c.served_cache_read_tokens AS DOUBLE) / nullif(c.served_input_tokens, 0)
         AS token_hit_rate,
     c.cost_usd,
-    CAST(c.cost_usd AS DOUBLE) * 1e6 / nullif(c.costed_input_tokens, 0) AS cost_per_mtok_input,
+    CAST(c.costed_cost_usd AS DOUBLE) * 1e6 / nullif(c.costed_input_tokens, 0)
+        AS cost_per_mtok_input,
     coalesce(p.sessions_pinned, 0) AS sessions_pinned
 FROM card AS c
 LEFT JOIN quantiles AS q USING (requested_model, upstream)

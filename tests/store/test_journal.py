@@ -1,0 +1,48 @@
+"""Journal segments written by an older version replay into the current schema."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from sqlalchemy import select
+
+from ledger.events import UsageEvent, to_row
+from ledger.schema import EVENT_COLUMNS, token_usage
+from ledger.store.engine import make_engine
+from ledger.store.ledger import replay
+
+
+def test_a_segment_from_before_usage_reported_replays_as_reported(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    # A process killed before migration 0002 left this segment: its header has no
+    # usage_reported column. Its rows are what 0002 backfills: reported usage.
+    event = UsageEvent(
+        started_at=dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC),
+        requested_provider="openai",
+        requested_model="gpt-4o-mini",
+        provider="openai",
+        status="ok",
+        input_tokens=1200,
+        output_tokens=30,
+    )
+    old_columns = [c for c in EVENT_COLUMNS if c != "usage_reported"]
+    row = dict(zip(EVENT_COLUMNS, to_row(event), strict=True))
+    journal = tmp_path / "journal"
+    journal.mkdir()
+    lines = [
+        json.dumps({"ledger_journal": 1, "columns": old_columns}),
+        json.dumps([row[c] for c in old_columns]),
+        "",
+    ]
+    (journal / "segment-00000000000000000001-1-deadbeef.jsonl").write_text("\n".join(lines))
+    assert replay(sqlite_url, journal_dir=journal) == 1
+    engine = make_engine(sqlite_url)
+    with engine.connect() as conn:
+        stored = conn.execute(select(token_usage)).one()
+    engine.dispose()
+    assert stored.event_id == event.event_id
+    assert stored.usage_reported is True and stored.input_tokens == 1200
+    assert not list(journal.glob("dead-letter-*"))
