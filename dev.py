@@ -50,7 +50,11 @@ def main() -> None:
         sys.exit(__doc__)
     setup()
     if task == "demo":
-        run(BIN / "ledger", "demo", *args)
+        # exec, not a child: a SIGTERM to `dev.py demo` then reaches `ledger demo` (and its
+        # dashboard) instead of orphaning it.
+        ledger = str(BIN / "ledger")
+        os.chdir(ROOT)
+        os.execv(ledger, [ledger, "demo", *args])  # noqa: S606 (our own venv's ledger)
     elif task == "test":
         run(BIN / "python", "-m", "pytest", *args)
     else:

@@ -12,8 +12,14 @@ Prints, from one run on this machine:
   insert-and-commit (what most loggers do), and SQLAlchemy Core's typed
   ``executemany`` (to show where its time goes).
 
+* the OpenTelemetry exporter's cost on ``record()`` (issue 18): p50/p99 with
+  the exporter on, sending OTLP/HTTP to a ``ledger otlp`` receiver in another
+  process, next to the same ledger without it; rounds interleave the two and
+  the figures are the medians of the rounds.
+
 Targets (issue 2): record() p99 <= 50 us; SQLite writer >= 50% of raw
-executemany; PostgreSQL writer >= 50,000 rows/s.
+executemany; PostgreSQL writer >= 50,000 rows/s. Issue 18: record() p99 <= 50 us
+with the exporter on.
 """
 
 from __future__ import annotations
@@ -22,8 +28,11 @@ import argparse
 import datetime as dt
 import gc
 import os
+import signal
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -101,6 +110,96 @@ def bench_record(tmp: Path, events: list[UsageEvent]) -> None:
     mean = statistics.fmean(samples) / 1000
     print(f"record() latency over {len(events):,} events (writer running into SQLite):")
     print(f"  p50 {p50:6.1f} us   p99 {p99:6.1f} us   mean {mean:6.1f} us   (target p99 <= 50 us)")
+
+
+def _latencies(led: Ledger, events: list[UsageEvent]) -> tuple[float, float]:
+    """p50 and p99 of record() over ``events``, in microseconds."""
+    samples = []
+    clock = time.perf_counter_ns
+    gc.collect()
+    for e in events:
+        t0 = clock()
+        led.record(e)
+        samples.append(clock() - t0)
+    samples.sort()
+    return samples[len(samples) // 2] / 1000, samples[int(len(samples) * 0.99)] / 1000
+
+
+def _collector(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``ledger otlp`` in its own process, recording into its own SQLite file."""
+    from ledger.simulator.server import free_port
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "LEDGER_DATABASE_URL": sqlite_file(tmp, "collector.db"),
+        "LEDGER_JOURNAL_DIR": str(tmp / "collector.journal"),
+    }
+    exe = str(Path(sys.executable).parent / "ledger")
+    proc = subprocess.Popen(
+        [exe, "otlp", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    import httpx
+
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            httpx.post(
+                url + "/v1/traces", content=b"{}", headers={"content-type": "application/json"}
+            )
+            return proc, url
+        except httpx.TransportError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("ledger otlp did not start")
+
+
+def bench_exporter(tmp: Path, events: list[UsageEvent], rounds: int) -> None:
+    from ledger.otel.export import OTelExporter
+
+    proc, url = _collector(tmp)
+    figures: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
+    sent = 0
+    try:
+        for r in range(rounds):
+            order = ("off", "on") if r % 2 == 0 else ("on", "off")
+            for mode in order:
+                exporter = OTelExporter.to_endpoint(url) if mode == "on" else None
+                led = Ledger(
+                    sqlite_file(tmp, f"otel-{mode}-{r}.db"),
+                    journal_dir=tmp / f"otel-{mode}-{r}.journal",
+                    exporters=[exporter] if exporter is not None else [],
+                )
+                figures[mode].append(_latencies(led, events))
+                led.flush(timeout=300)
+                if exporter is not None:
+                    exporter.flush(timeout=300)
+                    sent += exporter.reporting.exported
+                led.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    off_p50 = statistics.median(p50 for p50, _ in figures["off"])
+    off_p99 = statistics.median(p99 for _, p99 in figures["off"])
+    on_p50 = statistics.median(p50 for p50, _ in figures["on"])
+    on_p99 = statistics.median(p99 for _, p99 in figures["on"])
+    print(
+        f"\nOpenTelemetry exporter, record() over {len(events):,} events x {rounds} rounds "
+        "(interleaved; medians of the rounds; OTLP/HTTP to `ledger otlp` in another process):"
+    )
+    print(f"  baseline, no exporter   p50 {off_p50:6.1f} us   p99 {off_p99:6.1f} us")
+    print(
+        f"  exporter on             p50 {on_p50:6.1f} us   p99 {on_p99:6.1f} us"
+        f"   ({on_p99 - off_p99:+.1f} us at p99; target p99 <= 50 us)"
+    )
+    print(f"  spans delivered: {sent:,} of {len(events) * rounds:,}")
+    rounds_text = "  ".join(
+        f"{off[1]:.0f}/{on[1]:.0f}" for off, on in zip(figures["off"], figures["on"], strict=True)
+    )
+    print(f"  p99 per round, off/on (us): {rounds_text}")
 
 
 def _sqlite_conn(url: str) -> sqlite3.Connection:
@@ -241,6 +340,9 @@ def main() -> None:
     )
     parser.add_argument("--no-pg", action="store_true")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--otel-events", type=int, default=20_000, help="events per exporter round")
+    parser.add_argument("--otel-rounds", type=int, default=6)
+    parser.add_argument("--only-otel", action="store_true", help="run the exporter figure only")
     args = parser.parse_args()
     events = make_events(args.events)
     print(
@@ -248,10 +350,14 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
+        if args.only_otel:
+            bench_exporter(tmp, events[: args.otel_events], args.otel_rounds)
+            return
         bench_record(tmp, events)
         bench_sqlite(tmp, events, args.rounds)
         if not args.no_pg:
             bench_postgres(tmp, events, args.pg)
+        bench_exporter(tmp, events[: args.otel_events], args.otel_rounds)
 
 
 if __name__ == "__main__":

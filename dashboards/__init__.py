@@ -8,7 +8,10 @@ SQL. The helpers beside them:
 * :mod:`dashboards.data`: the cached :class:`~ledger.analytics.Analytics`
   resource and cached, filter-keyed results;
 * :mod:`dashboards.summary`: pure arithmetic over view results (headline rates);
-* :mod:`dashboards.fmt`: money, rates and tables with CSV downloads;
+* :mod:`dashboards.fmt`: labels, money, rates, ledger text made inert, and tables
+  with CSV downloads;
+* :mod:`dashboards.charts`: UTC time axes, money as floats, upstream labels;
+* :mod:`dashboards.verdicts`: the verdict strip (landing and upstreams pages);
 * :mod:`dashboards.filters`: the shared sidebar filters;
 * :mod:`dashboards.state`: what the page says when there is nothing to show.
 """

@@ -21,6 +21,7 @@ from typing import Any, Final
 import streamlit as st
 
 from ledger.analytics import Analytics, Filters, LedgerOptions
+from ledger.analytics.views import VIEW_NAMES
 from ledger.store.engine import database_url, display_url
 
 #: Seconds between two looks for new ledger rows.
@@ -82,6 +83,7 @@ LOADERS: Final[dict[str, Callable[..., Any]]] = {
             "upstream_scorecard",
             "cost_attribution",
             "provider_order_verdict",
+            "switch_costs",
         )
     },
     **{
@@ -90,6 +92,7 @@ LOADERS: Final[dict[str, Callable[..., Any]]] = {
             "cache_hits_by_agent",
             "overview_totals",
             "timeline",
+            "spend_over_time",
             "prompt_cache_saving",
             "response_cache_saving",
             "cost_by_agent",
@@ -109,6 +112,11 @@ def _cached(
     url: str, version: tuple[int, int], name: str, filters: Filters, args: tuple[Any, ...]
 ) -> Any:
     return LOADERS[name](analytics_for(url), filters, *args)
+
+
+def has_view(name: str) -> bool:
+    """Whether this installation's analytics has view ``name`` (views arrive over releases)."""
+    return name in VIEW_NAMES
 
 
 def load(name: str, filters: Filters, *args: Any) -> Any:

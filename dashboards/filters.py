@@ -2,8 +2,9 @@
 
 The frame (``app.py``) draws them on every run and stores the resulting
 :class:`~ledger.analytics.Filters` in the session; pages read it with
-:func:`current`. Relative ranges ("last hour") start on a whole minute, so the
-filters, and with them the cached results, stay the same for a minute.
+:func:`current`. Relative ranges ("last hour") end now, or at the ledger's latest row when that is
+older (so the range holds data), and start on a whole minute, so the filters,
+and with them the cached results, stay the same for a minute.
 """
 
 from __future__ import annotations
@@ -50,7 +51,20 @@ def _time_range(options: LedgerOptions) -> tuple[dt.datetime | None, dt.datetime
             return day_range(picked[0], picked[1])
         return None, None  # the second date is not picked yet
     span = RANGES[choice]
-    return (None if span is None else relative_start(dt.datetime.now(dt.UTC), span)), None
+    if span is None:
+        return None, None
+    anchor = range_end(dt.datetime.now(dt.UTC), options.last_at)
+    if anchor < dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1):
+        st.caption(f"Ends at the ledger's latest row, {anchor:%Y-%m-%d %H:%M} UTC.")
+    return relative_start(anchor, span), None
+
+
+def range_end(now: dt.datetime, last_at: dt.datetime | None) -> dt.datetime:
+    """Where "last hour" ends: now, or the ledger's latest row when it is older (a demo
+    ledger or one that stopped recording), so the range holds data. Rounded up to the minute."""
+    if last_at is None or last_at >= now:
+        return now
+    return last_at.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
 
 
 def sidebar(options: LedgerOptions) -> Filters:

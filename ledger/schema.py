@@ -39,6 +39,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Date,
     DateTime,
     Float,
     Index,
@@ -48,6 +49,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Table,
+    UniqueConstraint,
     false,
     text,
     true,
@@ -178,6 +180,28 @@ STRING_LIMITS: Final[dict[str, int]] = {
     for c in token_usage.columns
     if isinstance(c.type, String) and c.type.length is not None
 }
+
+
+#: One row per budget alert: which budget, limit and subject crossed which threshold in
+#: which period (the UTC day). The unique key makes "at most one alert per budget per
+#: threshold per period" hold across concurrent ``ledger budget`` runs: a run *claims* an
+#: alert by inserting its row (``sent_at`` NULL), sets ``sent_at`` once the webhook took
+#: it, and deletes its claim when delivery failed, so the next run tries again.
+budget_alerts = Table(
+    "budget_alerts",
+    metadata,
+    Column("id", _BigIntId, primary_key=True, autoincrement=True),
+    Column("budget", String(256), nullable=False),
+    Column("metric", String(16), nullable=False),
+    Column("subject", String(256), nullable=False, server_default=text("''")),
+    Column("period", Date, nullable=False),
+    Column("threshold", String(8), nullable=False),
+    Column("spent_usd", Money()),
+    Column("limit_usd", Money(), nullable=False),
+    Column("claimed_at", UTCDateTime(), nullable=False),
+    Column("sent_at", UTCDateTime()),
+    UniqueConstraint("budget", "metric", "subject", "period", "threshold"),
+)
 
 #: Values for columns a row written by an older version lacks (a journal segment
 #: from before a migration): what the migration backfilled its rows with.

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import Engine, delete
 from sqlalchemy.engine import make_url
 
-from ledger.schema import token_usage
+from ledger.schema import metadata
 from ledger.store.engine import make_engine
 from ledger.store.migrate import upgrade
 from tests.llm_loopback import LoopbackLLM, Rows
@@ -87,7 +87,8 @@ def pg_url(pg_server_url: str) -> Iterator[str]:
         yield pg_server_url
     finally:
         with engine.begin() as conn:
-            conn.execute(delete(token_usage))
+            for table in reversed(metadata.sorted_tables):  # token_usage and budget_alerts
+                conn.execute(delete(table))
         engine.dispose()
 
 

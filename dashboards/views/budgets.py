@@ -72,16 +72,17 @@ def _frame(lines: list[BudgetStatus]) -> pd.DataFrame:
     )
 
 
-def headline(lines: list[BudgetStatus]) -> None:
+def headline(lines: list[BudgetStatus], day: dt.date, today: bool) -> None:
     cols = st.columns(3)
-    cols[0].metric("Budget lines today", fmt.count(len(lines)))
+    cols[0].metric("Budget lines today" if today else f"Budget lines on {day:%b %d}",
+                   fmt.count(len(lines)))  # fmt: skip
     over = sum(1 for s in lines if s.used > 1)
     cols[1].metric("Over or projected over", fmt.count(over))
     if lines:
         top = lines[0]
         label = f"{top.budget} · {top.subject}" if top.subject else f"{top.budget} · {top.metric}"
-        cols[2].metric("Closest to its limit", fmt.rate(top.used), help=label)
-        st.caption(f"Closest to its limit: **{label}**")
+        cols[2].metric("Closest to its limit", fmt.rate(top.used), help=fmt.plain(label))
+        st.caption(f"Closest to its limit: **{fmt.plain(label)}**")
 
 
 def closest(lines: list[BudgetStatus]) -> None:
@@ -90,17 +91,27 @@ def closest(lines: list[BudgetStatus]) -> None:
     if subjects.empty:
         st.info("No agent or model has spent under a per-day budget on this day.")
         return
-    st.altair_chart(
-        alt.Chart(subjects.assign(label=subjects["budget"] + " · " + subjects["subject"]))
-        .mark_bar()
-        .encode(
-            x=alt.X("used_share:Q", title="share of the limit (projection included)",
-                    axis=alt.Axis(format="%")),
-            y=alt.Y("label:N", sort="-x", title=None),
-            color=alt.condition("datum.used_share > 1", alt.value("#d62728"), alt.value("#4c78a8")),
-        )
-        .properties(height=40 + 24 * len(subjects))
+    shown = subjects.assign(label=subjects["budget"] + " · " + subjects["subject"])
+    shown["used_text"] = shown["used_share"].map(fmt.rate)
+    base = alt.Chart(shown).encode(
+        y=alt.Y("label:N", sort="-x", title=None, axis=alt.Axis(labelLimit=240))
+    )
+    bars = base.mark_bar().encode(
+        x=alt.X("used_share:Q", title="share of the limit (projection included)",
+                axis=alt.Axis(format="%"), scale=alt.Scale(domainMin=0)),
+        color=alt.condition("datum.used_share > 1", alt.value("#d62728"), alt.value("#4c78a8")),
+        tooltip=[alt.Tooltip("label:N", title="budget"),
+                 alt.Tooltip("used_share:Q", title="share of the limit", format=".1%")],
     )  # fmt: skip
+    labels = base.mark_text(align="left", dx=4, fontSize=11).encode(
+        x="used_share:Q", text="used_text:N"
+    )
+    limit = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(color="#d62728", strokeDash=[4, 4])
+    st.altair_chart(
+        alt.layer(bars, labels, limit.encode(x="x:Q")).properties(height=40 + 24 * len(subjects)),
+        width="stretch",
+    )
+    st.caption("The dashed red line is the limit (100%).")
 
 
 def history(frame: pd.DataFrame) -> None:
@@ -113,19 +124,27 @@ def history(frame: pd.DataFrame) -> None:
     part = frame[frame["budget"] == chosen].copy()
     for col in ("actual_usd", "limit_usd"):
         part[col] = pd.to_numeric(part[col].map(lambda v: None if v is None else float(v)))
-    part["day"] = pd.to_datetime(part["day"])
+    part["day"] = pd.to_datetime(part["day"], utc=True)
+    part["day_text"] = part["day"].dt.strftime("%Y-%m-%d")
     lines = (
         alt.Chart(part)
         .mark_line(point=True)
         .encode(
-            x=alt.X("day:T", title="UTC day"),
-            y=alt.Y("actual_usd:Q", title="USD"),
-            color=alt.Color("subject:N", title=None),
-            tooltip=["subject:N", "day:T", alt.Tooltip("actual_usd:Q", format="$.4f")],
+            x=alt.X(
+                "day:T", title="UTC day", axis=alt.Axis(labelExpr="utcFormat(datum.value, '%b %d')")
+            ),
+            y=alt.Y("actual_usd:Q", title="spend", axis=alt.Axis(format="$,.2f")),
+            color=alt.Color("subject:N", title=None, legend=alt.Legend(orient="bottom")),
+            tooltip=[
+                alt.Tooltip("subject:N", title="subject"),
+                alt.Tooltip("day_text:N", title="UTC day"),
+                alt.Tooltip("actual_usd:Q", title="spend", format="$,.2f"),
+            ],
         )
     )
     limit = alt.Chart(part).mark_rule(color="#d62728", strokeDash=[4, 4]).encode(y="limit_usd:Q")
-    st.altair_chart((lines + limit).properties(height=260))
+    st.altair_chart((lines + limit).properties(height=260), width="stretch")
+    st.caption("The dashed red line is the budget's limit.")
 
 
 def main() -> None:
@@ -139,7 +158,8 @@ def main() -> None:
     analytics = data.analytics_for(url)
     at = _moment()
     lines = budget_status(analytics, config, at=at)
-    headline(lines)
+    today = at.date() >= dt.datetime.now(dt.UTC).date()
+    headline(lines, at.date(), today)
     st.subheader(f"{at.date()} (UTC), closest to the limit first")
     if lines:
         fmt.table(_frame(lines), "budget_status")

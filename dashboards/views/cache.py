@@ -6,10 +6,13 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboards import data, filters, fmt, state, summary
+from dashboards import charts, data, filters, fmt, state, summary
 from ledger.analytics import Filters
 
-KEY_COLORS = alt.Color("session key:N", sort=["sent", "not sent"])
+KEY_COLORS = alt.Color(
+    "session key:N", sort=["sent", "not sent"], legend=alt.Legend(orient="bottom")
+)
+RATES = {"token_hit_rate": "token hit rate", "call_hit_rate": "call hit rate"}
 
 
 def headline(by_agent: pd.DataFrame) -> None:
@@ -29,27 +32,37 @@ def headline(by_agent: pd.DataFrame) -> None:
     cols[3].metric("Response-cache hits", fmt.count(int(by_agent["response_cache_hits"].sum())))
 
 
-def rate_bars(frame: pd.DataFrame, category: str, title: str) -> alt.Chart:
-    shown = summary.label_key_sent(frame)
-    melted = shown.melt(
-        id_vars=[category, "session key"],
-        value_vars=["token_hit_rate", "call_hit_rate"],
-        var_name="rate",
+def rate_bars(frame: pd.DataFrame, category: str, rate: str) -> alt.LayerChart:
+    """``rate`` per ``category`` with and without the key, as horizontal bars (they stay
+    readable on a phone); each bar labelled with its sample (calls), so a 5-call bar does
+    not pass for a 5,000-call one."""
+    shown = fmt.printable_text(summary.label_key_sent(frame))
+    title = fmt.label(category)
+    base = alt.Chart(shown).encode(
+        y=alt.Y(f"{category}:N", title=title, axis=alt.Axis(labelLimit=180)),
+        yOffset=alt.YOffset("session key:N", sort=["sent", "not sent"]),
     )
-    return (
-        alt.Chart(melted)
-        .mark_bar()
-        .encode(
-            x=alt.X(f"{category}:N", title=title),
-            xOffset="session key:N",
-            y=alt.Y("value:Q", title=None, axis=alt.Axis(format="%")),
-            color=KEY_COLORS,
-            column=alt.Column("rate:N", title=None),
-            tooltip=[f"{category}:N", "session key:N", "rate:N",
-                     alt.Tooltip("value:Q", format=".1%")],
-        )
-        .properties(width=320, height=220)
+    bars = base.mark_bar().encode(
+        x=alt.X(f"{rate}:Q", title=RATES[rate], axis=alt.Axis(format="%",
+                values=[0, 0.25, 0.5, 0.75, 1]), scale=alt.Scale(domain=[0, 1.2])),
+        color=KEY_COLORS,
+        tooltip=[alt.Tooltip(f"{category}:N", title=title),
+                 alt.Tooltip("session key:N", title="session key"),
+                 alt.Tooltip(f"{rate}:Q", title=RATES[rate], format=".1%"),
+                 alt.Tooltip("calls:Q", title="calls", format=",")],
     )  # fmt: skip
+    counts = base.mark_text(align="left", dx=3, fontSize=10, color="#555").encode(
+        x=alt.X(f"{rate}:Q"), text=alt.Text("calls:Q", format=",")
+    )
+    return alt.layer(bars, counts).properties(height=alt.Step(12))
+
+
+def rate_pair(frame: pd.DataFrame, category: str) -> None:
+    """Token and call hit rates side by side (stacked on a narrow screen)."""
+    left, right = st.columns(2)
+    for column, rate in zip((left, right), RATES, strict=True):
+        column.altair_chart(rate_bars(frame, category, rate), width="stretch")
+    st.caption("The number beside each bar is its sample: served calls.")
 
 
 def decay(chosen: Filters) -> None:
@@ -67,14 +80,18 @@ def decay(chosen: Filters) -> None:
             x=alt.X("idle_gap:N", sort=gaps, title="idle gap before the call"),
             y=alt.Y("token_hit_rate:Q", title="token hit rate", axis=alt.Axis(format="%")),
             color=KEY_COLORS,
-            tooltip=["idle_gap:N", "session key:N", "calls:Q",
-                     alt.Tooltip("token_hit_rate:Q", format=".1%"),
-                     alt.Tooltip("call_hit_rate:Q", format=".1%")],
+            size=alt.Size("calls:Q", title="calls", legend=alt.Legend(orient="bottom")),
+            tooltip=[alt.Tooltip("idle_gap:N", title="idle gap"),
+                     alt.Tooltip("session key:N", title="session key"),
+                     alt.Tooltip("calls:Q", title="calls", format=","),
+                     alt.Tooltip("token_hit_rate:Q", title="token hit rate", format=".1%"),
+                     alt.Tooltip("call_hit_rate:Q", title="call hit rate", format=".1%")],
         )
-        .properties(height=260)
+        .properties(height=260),
+        width="stretch",
     )  # fmt: skip
     st.caption("OpenRouter's sticky pin expires after 10 minutes idle; provider prompt caches "
-               "also expire (typically 5–60 minutes).")  # fmt: skip
+               "also expire (typically 5–60 minutes). Larger points hold more calls.")  # fmt: skip
     fmt.table(frame.drop(columns=["gap_order", "gap_from_s", "gap_to_s"]), "cache_decay")
 
 
@@ -88,11 +105,14 @@ def main() -> None:
     detail = data.load("cache_hits", chosen)
     headline(by_agent)
     st.subheader("By agent")
-    st.altair_chart(rate_bars(summary.fill_agent(by_agent), "actor_id", "agent"))
+    rate_pair(summary.fill_agent(by_agent), "actor_id")
     fmt.table(by_agent, "cache_hits_by_agent")
     st.subheader("By upstream")
     upstreams = summary.by_upstream(detail)
-    st.altair_chart(rate_bars(upstreams, "upstream", "upstream"))
+    upstreams["upstream"] = upstreams["upstream"].map(charts.upstream_label)
+    rate_pair(upstreams, "upstream")
+    st.caption("Upstreams OpenRouter named are marked as such; a provider called directly "
+               "(a fallback chain's anthropic, say) is marked direct.")  # fmt: skip
     fmt.table(upstreams, "cache_hits_by_upstream")
     decay(chosen)
 

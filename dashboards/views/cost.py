@@ -6,34 +6,40 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboards import data, filters, fmt, state, summary
+from dashboards import charts, data, filters, fmt, state, summary
 from ledger.analytics import Filters
 
 
 def _numeric_usd(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy with ``cost_usd`` as floats (charts only; tables keep the Decimals)."""
-    shown = frame.copy()
-    shown["cost_usd"] = pd.to_numeric(
-        shown["cost_usd"].map(lambda v: None if v is None or pd.isna(v) else float(v)),
-        errors="coerce",
-    )
-    return shown
+    """The rows with a known cost, ``cost_usd`` as floats (charts only; tables keep the
+    Decimals). An unknown cost stays out of the chart: one null in a stacked bar makes
+    Vega-Lite drop the whole bar (the stack's running sum turns NaN)."""
+    shown = fmt.printable_text(frame)
+    shown["cost_usd"] = charts.to_float(shown["cost_usd"])
+    return shown[shown["cost_usd"].notna()]
+
+
+def _unknown_note(frame: pd.DataFrame) -> None:
+    unknown = int(frame.loc[frame["cost_usd"].map(fmt.missing), "calls"].sum())
+    if unknown:
+        st.caption(f"{unknown:,} calls of unknown cost (every attempt failed) are in the "
+                   "table, not in the chart.")  # fmt: skip
 
 
 def headline(attribution: pd.DataFrame, fallbacks: pd.DataFrame, failed: pd.DataFrame) -> None:
     cols = st.columns(4)
     cols[0].metric(
         "Total spend",
-        fmt.money(summary.total_usd(attribution["cost_usd"])),
+        fmt.dollars(summary.total_usd(attribution["cost_usd"])),
         help="Known costs of every call, failed attempts included.",
     )
     cols[1].metric("Fallback calls", fmt.count(int(attribution["fallback_calls"].sum())))
     cols[2].metric(
-        "Spend on fallback calls",
-        fmt.money(summary.total_usd(fallbacks["cost_usd"])),
+        "Fallback spend",
+        fmt.dollars(summary.total_usd(fallbacks["cost_usd"])),
         help="What calls answered after a fallback cost, all their attempts included.",
     )
-    cols[3].metric("Spend on failed attempts", fmt.money(summary.total_usd(failed["cost_usd"])),
+    cols[3].metric("Failed-attempt spend", fmt.dollars(summary.total_usd(failed["cost_usd"])),
                    help="Known costs of attempts that failed (usually nothing; unknown if "
                         "no failed attempt reported a cost).")  # fmt: skip
 
@@ -41,19 +47,25 @@ def headline(attribution: pd.DataFrame, fallbacks: pd.DataFrame, failed: pd.Data
 def by_provider(attribution: pd.DataFrame) -> None:
     st.subheader("Requested vs responding provider")
     shown = _numeric_usd(attribution)
-    shown["responding_provider"] = shown["responding_provider"].fillna("(every attempt failed)")
     st.altair_chart(
         alt.Chart(shown)
         .mark_bar()
         .encode(
-            x=alt.X("sum(cost_usd):Q", title="spend (USD)"),
+            x=alt.X("sum(cost_usd):Q", title="spend", axis=alt.Axis(format="$,.2f")),
             y=alt.Y("requested_provider:N", title="requested provider"),
-            color=alt.Color("responding_provider:N", title="responding provider"),
-            tooltip=["requested_provider:N", "responding_provider:N", "requested_model:N",
-                     "calls:Q", "fallback_calls:Q", alt.Tooltip("cost_usd:Q", format="$.4f")],
+            color=alt.Color("responding_provider:N", title="responding provider",
+                            legend=alt.Legend(orient="bottom")),
+            tooltip=[alt.Tooltip("requested_provider:N", title="requested provider"),
+                     alt.Tooltip("responding_provider:N", title="responding provider"),
+                     alt.Tooltip("requested_model:N", title="model"),
+                     alt.Tooltip("calls:Q", title="calls", format=","),
+                     alt.Tooltip("fallback_calls:Q", title="fallback calls", format=","),
+                     alt.Tooltip("cost_usd:Q", title="spend", format="$,.2f")],
         )
-        .properties(height=200)
+        .properties(height=alt.Step(36)),
+        width="stretch",
     )  # fmt: skip
+    _unknown_note(attribution)
     fmt.table(attribution.sort_values("cost_usd", ascending=False), "cost_attribution")
 
 
@@ -65,13 +77,18 @@ def by_agent(chosen: Filters) -> None:
         alt.Chart(shown)
         .mark_bar()
         .encode(
-            x=alt.X("sum(cost_usd):Q", title="spend (USD)"),
+            x=alt.X("sum(cost_usd):Q", title="spend", axis=alt.Axis(format="$,.2f")),
             y=alt.Y("actor_id:N", title="agent", sort="-x"),
-            color=alt.Color("requested_model:N", title="requested model"),
-            tooltip=["actor_id:N", "requested_model:N", "responding_provider:N", "calls:Q",
-                     alt.Tooltip("cost_usd:Q", format="$.4f")],
+            color=alt.Color("requested_model:N", title="model",
+                            legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
+            tooltip=[alt.Tooltip("actor_id:N", title="agent"),
+                     alt.Tooltip("requested_model:N", title="model"),
+                     alt.Tooltip("responding_provider:N", title="responding provider"),
+                     alt.Tooltip("calls:Q", title="calls", format=","),
+                     alt.Tooltip("cost_usd:Q", title="spend", format="$,.2f")],
         )
-        .properties(height=220)
+        .properties(height=alt.Step(28)),
+        width="stretch",
     )  # fmt: skip
     fmt.table(frame, "cost_by_agent")
 

@@ -1,12 +1,14 @@
-"""Stickiness: per agent, with vs without the session key; one session on a timeline."""
+"""Stickiness: per agent, with vs without the session key; agent → sessions → attempts."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboards import data, filters, fmt, state, summary
+from dashboards import charts, data, filters, fmt, state, summary
 from ledger.analytics import Filters
 
 AGENT_COLUMNS = [
@@ -31,96 +33,137 @@ def headline(frame: pd.DataFrame) -> None:
 
 def per_agent(frame: pd.DataFrame) -> None:
     st.subheader("Per agent and model")
-    shown = summary.label_key_sent(summary.fill_agent(frame))
-    melted = shown.melt(
-        id_vars=["actor_id", "requested_model", "session key"],
-        value_vars=["stickiness", "pinned_session_share"],
-        var_name="measure",
-    )
-    st.altair_chart(
-        alt.Chart(melted)
-        .mark_bar()
-        .encode(
-            x=alt.X("actor_id:N", title="agent"),
-            xOffset="session key:N",
-            y=alt.Y("value:Q", title=None, axis=alt.Axis(format="%"),
-                    scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("session key:N", sort=["sent", "not sent"]),
-            column=alt.Column("measure:N", title=None),
-            tooltip=["actor_id:N", "requested_model:N", "session key:N", "measure:N",
-                     alt.Tooltip("value:Q", format=".1%")],
+    shown = fmt.printable_text(summary.label_key_sent(summary.fill_agent(frame)))
+    shown["agent and model"] = shown["actor_id"] + " · " + shown["requested_model"]
+    left, right = st.columns(2)
+    for column, measure in zip((left, right), ("stickiness", "pinned_session_share"),
+                               strict=True):  # fmt: skip
+        base = alt.Chart(shown).encode(
+            y=alt.Y("agent and model:N", title=None, axis=alt.Axis(labelLimit=260)),
+            yOffset=alt.YOffset("session key:N", sort=["sent", "not sent"]),
         )
-        .properties(width=320, height=240)
-    )  # fmt: skip
+        bars = base.mark_bar().encode(
+            x=alt.X(f"{measure}:Q", title=fmt.label(measure),
+                    axis=alt.Axis(format="%", values=[0, 0.25, 0.5, 0.75, 1]),
+                    scale=alt.Scale(domain=[0, 1.15])),
+            color=alt.Color("session key:N", sort=["sent", "not sent"],
+                            legend=alt.Legend(orient="bottom")),
+            tooltip=[alt.Tooltip("actor_id:N", title="agent"),
+                     alt.Tooltip("requested_model:N", title="model"),
+                     alt.Tooltip("session key:N", title="session key"),
+                     alt.Tooltip(f"{measure}:Q", title=fmt.label(measure), format=".1%"),
+                     alt.Tooltip("sessions:Q", title="sessions", format=",")],
+        )  # fmt: skip
+        counts = base.mark_text(align="left", dx=3, fontSize=10, color="#555").encode(
+            x=f"{measure}:Q", text=alt.Text("sessions:Q", format=",")
+        )
+        column.altair_chart(alt.layer(bars, counts).properties(height=alt.Step(12)),
+                            width="stretch")  # fmt: skip
+    st.caption("The number beside each bar is its sample: sessions.")
     fmt.table(frame, "agent_stickiness", columns=AGENT_COLUMNS)
 
 
-def _session_label(row: pd.Series) -> str:
-    agent = row["actor_id"] if isinstance(row["actor_id"], str) else "(no agent)"
-    key = "key" if row["key_sent"] else "no key"
-    return (
-        f"{row['session_id']} · {agent} · {row['requested_model']} · {key} · "
-        f"{int(row['calls'])} calls, {int(row['switches'])} switches, "
-        f"{int(row['idle_releases'])} idle releases"
-    )
-
-
 def timeline_chart(attempts: pd.DataFrame, moves: pd.DataFrame) -> alt.LayerChart:
+    """The session's attempts on a 24-hour UTC axis spanning the session (not the day)."""
+    domain = charts.padded([*attempts["started_at"], *moves["started_at"]])
+    span = domain[1] - domain[0]
+    attempts = fmt.printable_text(charts.with_utc_text(attempts, "started_at"))
+    attempts["upstream"] = attempts["upstream"].map(charts.upstream_label)
+    moves = fmt.printable_text(charts.with_utc_text(moves, "started_at"))
+    x = charts.time_x("started_at", span, domain=domain)
     points = (
         alt.Chart(attempts)
         .mark_point(filled=True, size=120)
         .encode(
-            x=alt.X("started_at:T", title="time (UTC)"),
-            y=alt.Y("upstream:N", title="upstream"),
+            x=x,
+            y=alt.Y("upstream:N", title="upstream", axis=alt.Axis(labelLimit=220)),
             color=alt.Color("upstream:N", legend=None),
-            shape=alt.Shape("status:N", scale=alt.Scale(domain=["ok", "error"],
-                                                        range=["circle", "cross"])),
-            tooltip=["started_at:T", "upstream:N", "status:N", "attempt:Q", "key_sent:N",
-                     "cache_read_tokens:Q", "input_tokens:Q", "latency_ms:Q"],
+            shape=alt.Shape("status:N", title="status",
+                            scale=alt.Scale(domain=["ok", "error"], range=["circle", "cross"]),
+                            legend=alt.Legend(orient="bottom")),
+            tooltip=[charts.time_tip("started_at"), alt.Tooltip("upstream:N", title="upstream"),
+                     alt.Tooltip("status:N", title="status"),
+                     alt.Tooltip("attempt:Q", title="attempt"),
+                     alt.Tooltip("input_tokens:Q", title="input tokens", format=","),
+                     alt.Tooltip("cache_read_tokens:Q", title="cache-read tokens", format=","),
+                     alt.Tooltip("latency_ms:Q", title="latency (ms)", format=",.0f")],
         )
     )  # fmt: skip
     rules = (
         alt.Chart(moves)
         .mark_rule(strokeDash=[4, 3], strokeWidth=2)
         .encode(
-            x="started_at:T",
+            x=x,
             color=alt.Color("move:N", scale=alt.Scale(domain=["switch", "idle release"],
                                                       range=["#d62728", "#7f7f7f"]),
-                            title="marked"),
-            tooltip=["started_at:T", "move:N", "previous_upstream:N", "upstream:N",
-                     alt.Tooltip("gap_s:Q", format=".0f", title="gap (s)")],
+                            title="marked", legend=alt.Legend(orient="bottom")),
+            tooltip=[charts.time_tip("started_at"), alt.Tooltip("move:N", title="move"),
+                     alt.Tooltip("previous_upstream:N", title="from"),
+                     alt.Tooltip("upstream:N", title="to"),
+                     alt.Tooltip("gap_s:Q", format=",.0f", title="gap (s)")],
         )
     )  # fmt: skip
     return alt.layer(rules, points).resolve_scale(color="independent").properties(height=260)
 
 
-def drill_down(chosen: Filters) -> None:
-    st.subheader("One session, call by call")
-    sessions = data.load("top_sessions", chosen)
+def _picked(key: str) -> int | None:
+    """The row picked in the selectable table ``key`` (``None`` before any click)."""
+    state = st.session_state.get(key)
+    rows = state.get("selection", {}).get("rows", []) if state else []
+    return int(rows[0]) if rows else None
+
+
+def _agents(frame: pd.DataFrame) -> pd.DataFrame:
+    grouped = (
+        summary.fill_agent(frame)
+        .groupby("actor_id", as_index=False)[["sessions", "calls", "switches", "idle_releases"]]
+        .sum()
+    )
+    return grouped.sort_values(["switches", "calls"], ascending=False).reset_index(drop=True)
+
+
+def drill_down(chosen: Filters, frame: pd.DataFrame) -> None:
+    """Agent -> its sessions -> one session's attempts: a click on a row at each step."""
+    st.subheader("Drill down: agent → sessions → attempts")
+    scope = f"{abs(hash(chosen)):x}"  # a new filter starts a new drill-down: no stale picks
+    agents = _agents(frame)
+    st.caption("Click an agent, then one of its sessions (most switches first).")
+    fmt.table(agents, "drill_agents", select_key=f"drill_agent_{scope}")
+    row = _picked(f"drill_agent_{scope}")
+    agent = None if row is None or row >= len(agents) else str(agents.iloc[row]["actor_id"])
+    narrowed = chosen if agent is None or agent == "(no agent)" else dataclasses.replace(
+        chosen, actors=(agent,))  # fmt: skip
+    sessions = data.load("top_sessions", narrowed)
     if sessions.empty:
         st.info("No session with a served call matches the filters.")
         return
-    labels = [_session_label(row) for _, row in sessions.iterrows()]
-    picked = st.selectbox(
-        "Session (most switches first)", range(len(labels)), format_func=labels.__getitem__,
-        key="stickiness_session",
-    )  # fmt: skip
-    row = sessions.iloc[picked or 0]
+    st.markdown(f"**Sessions of {fmt.plain(agent)}**" if agent else "**Sessions, every agent**")
+    columns = ["session_id", "actor_id", "requested_model", "key_sent", "calls", "switches",
+               "idle_releases", "stickiness"]  # fmt: skip
+    fmt.table(sessions, "drill_sessions", columns=columns,
+              select_key=f"drill_session_{scope}_{agent}")  # fmt: skip
+    picked = _picked(f"drill_session_{scope}_{agent}")
+    session(chosen, sessions.iloc[picked if picked is not None and picked < len(sessions) else 0])
+
+
+def session(chosen: Filters, row: pd.Series) -> None:
     actor = row["actor_id"] if isinstance(row["actor_id"], str) else None
     key = (str(row["session_id"]), actor, str(row["requested_model"]))
     attempts = data.load("session_attempts", chosen, *key)
     moves = data.load("session_moves", chosen, *key)
+    st.markdown(f"**Session {fmt.plain(row['session_id'])}** · {fmt.plain(fmt.text(actor))} · "
+                f"{fmt.plain(row['requested_model'])}")  # fmt: skip
     cols = st.columns(3)
     cols[0].metric("Session stickiness", fmt.rate(row["stickiness"]))
     cols[1].metric("Switches", fmt.count(row["switches"]))
     cols[2].metric("Idle releases", fmt.count(row["idle_releases"]))
-    st.altair_chart(timeline_chart(attempts, moves))
+    st.altair_chart(timeline_chart(attempts, moves), width="stretch")
     st.caption(
         "Each point is an attempt, coloured by upstream (crosses failed). Red rules mark "
         "switches within the idle window; grey rules mark idle releases (the pin had expired)."
     )
-    with st.expander("The session's attempts"):
-        fmt.table(attempts, "session_attempts")
+    st.markdown("**The session's attempts**")
+    fmt.table(attempts, "session_attempts")
 
 
 def main() -> None:
@@ -132,7 +175,7 @@ def main() -> None:
         return
     headline(frame)
     per_agent(frame)
-    drill_down(chosen)
+    drill_down(chosen, frame)
 
 
 main()

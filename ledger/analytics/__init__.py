@@ -7,7 +7,6 @@ returns pandas DataFrames.
 """
 
 from ledger.analytics.api import Analytics
-from ledger.analytics.export import ExportResult
 from ledger.analytics.figures import LedgerOptions, Saving
 from ledger.analytics.local import AnalyticsBusy
 from ledger.analytics.settings import ENV_ANALYTICS_PATH, AnalyticsSettings, analytics_path_for
@@ -21,7 +20,6 @@ __all__ = [
     "Analytics",
     "AnalyticsBusy",
     "AnalyticsSettings",
-    "ExportResult",
     "Filters",
     "LedgerOptions",
     "Saving",

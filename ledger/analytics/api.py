@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -34,7 +35,6 @@ import pandas as pd  # type: ignore[import-untyped]
 from sqlalchemy.engine import URL
 
 from ledger.analytics import figures, local, views
-from ledger.analytics.export import ExportResult, export_parquet
 from ledger.analytics.readonly import check_read_only
 from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.analytics.source import LedgerSource
@@ -188,10 +188,12 @@ class Analytics:
         finally:
             cursor.close()
 
-    def relation(self, query: str) -> duckdb.DuckDBPyRelation:
+    def relation(
+        self, query: str, parameters: Mapping[str, object] | None = None
+    ) -> duckdb.DuckDBPyRelation:
         """A lazy DuckDB relation on its own cursor (for streaming or re-export); reads only."""
         check_read_only(query)
-        return self._con.cursor().sql(query)
+        return self._con.cursor().sql(query, params=dict(parameters or {}))
 
     def view(self, name: str, filters: Filters | None = None) -> pd.DataFrame:
         """View ``name`` over every row, or over the rows ``filters`` selects."""
@@ -260,6 +262,17 @@ class Analytics:
         seconds = int(bucket.total_seconds())
         return self._over("calls", filters, figures.TIMELINE, {"bucket": f"{seconds} seconds"})
 
+    def spend_over_time(
+        self, filters: Filters | None, bucket: dt.timedelta, by: str = "requested_model"
+    ) -> pd.DataFrame:
+        """Per ``bucket`` of time and model (``by="requested_model"``) or agent
+        (``by="actor_id"``): calls and spend."""
+        if by not in figures.SPEND_OVER_TIME:
+            raise ValueError(f"by must be one of {', '.join(figures.SPEND_OVER_TIME)}, not {by!r}")
+        seconds = int(bucket.total_seconds())
+        query = figures.SPEND_OVER_TIME[by]
+        return self._over("calls", filters, query, {"bucket": f"{seconds} seconds"})
+
     def prompt_cache_saving(self, filters: Filters | None = None) -> figures.Saving:
         """What prompt-cache reads saved at list prices (genai-prices)."""
         return figures.prompt_cache_saving(self.view("prompt_cache_reads", filters))
@@ -301,11 +314,3 @@ class Analytics:
         """One session's switches and idle releases (from ``transitions``)."""
         key = {"session_id": session_id, "actor_id": actor_id, "model": model}
         return self._over("transitions", filters, figures.SESSION_MOVES, key)
-
-    def export(self, directory: Path, *, progress: ProgressCallback | None = None) -> ExportResult:
-        """Write ``token_usage`` as Parquet under ``directory``, one folder per day."""
-        cursor = self._con.cursor()
-        try:
-            return export_parquet(cursor, directory, progress=progress)
-        finally:
-            cursor.close()

@@ -135,6 +135,24 @@ FULL JOIN by_attempt AS a USING (bucket)
 ORDER BY bucket
 """
 
+#: Spend and calls per time bucket and model, or agent (a NULL agent reads "(no agent)").
+SPEND_OVER_TIME: Final[dict[str, str]] = {
+    group: f"""
+SELECT
+    time_bucket(CAST($bucket AS INTERVAL), started_at) AS bucket,
+    {expression} AS {group},
+    count(*) AS calls,
+    sum(cost_usd) AS spend_usd
+FROM calls
+GROUP BY ALL
+ORDER BY bucket, {group}
+"""  # noqa: S608 (module constants)
+    for group, expression in (
+        ("requested_model", "requested_model"),
+        ("actor_id", "coalesce(actor_id, '(no agent)')"),
+    )
+}
+
 # -- sessions -----------------------------------------------------------------------
 
 TOP_SESSIONS: Final = """

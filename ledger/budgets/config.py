@@ -18,6 +18,7 @@ What::
     [tool.ledger.budgets]              # in ledger.toml: [budgets]
     agents = ["planner", "coder"]      # optional: the agents budgets may name (typo guard)
     unknown_cost = "report"            # or "fail": rows of unknown cost fail their budget
+    warn_at = 0.8                      # optional: default warning threshold (share of a limit)
 
     [tool.ledger.budgets.ci_turn]      # one sub-table per budget; its name is the table's
     kind = "turn"                      # a call (all its attempts): mean_usd, p95_usd, max_usd
@@ -29,6 +30,7 @@ What::
     kind = "agent_day"                 # per agent per UTC day: limit_usd
     agent = "planner"                  # optional: without it, every agent has this limit
     limit_usd = 5
+    warn_at = 0.9                      # optional: warn at 90 % (overrides the default)
 
     [tool.ledger.budgets.gpt4o_daily]
     kind = "model_day"                 # per requested model per UTC day: limit_usd
@@ -36,7 +38,9 @@ What::
     limit_usd = 20
 
 Every budget may be scoped by ``agent``, ``model`` (the requested model) and
-``tags``. Limits are USD, read exactly (TOML floats become ``Decimal``).
+``tags``. ``warn_at`` (a share of the limit, above 0 and below 1) is where
+``ledger budget check --notify`` and ``ledger budget watch`` send a warning
+before the limit itself. Limits are USD, read exactly (TOML floats become ``Decimal``).
 Any mistake raises :class:`~ledger.errors.BudgetConfigurationError` naming the
 file, the dotted key and what was expected.
 """
@@ -70,7 +74,8 @@ LIMITS: Final[dict[str, tuple[str, ...]]] = {
     "model_day": ("limit_usd",),
 }
 SCOPE_KEYS: Final = ("agent", "model", "tags")
-SETTINGS: Final = ("agents", "unknown_cost")
+ALERT_KEYS: Final = ("warn_at",)
+SETTINGS: Final = ("agents", "unknown_cost", "warn_at")
 UNKNOWN_COST_CHOICES: Final = ("report", "fail")
 
 
@@ -91,6 +96,8 @@ class Budget:
     agent: str | None = None
     model: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    #: Warn when a figure reaches this share of its limit (None: alert at the limit only).
+    warn_at: Decimal | None = None
 
     @property
     def per_day(self) -> bool:
@@ -251,9 +258,10 @@ def parse_config(
     if not isinstance(table, Mapping):
         _fail(path, prefix, "a table of budgets", table)
     budgets: list[Budget] = []
+    default_warn = _warn_at(path, f"{prefix}.warn_at", table.get("warn_at"))
     for name, value in table.items():
         if isinstance(value, Mapping):
-            budgets.append(_budget(path, f"{prefix}.{name}", name, value))
+            budgets.append(_budget(path, f"{prefix}.{name}", name, value, default_warn))
         elif name not in SETTINGS:
             expected = f"a budget table or a setting ({', '.join(SETTINGS)})"
             _fail(path, f"{prefix}.{name}", expected, None, said="an unknown key")
@@ -292,11 +300,29 @@ def _limit(path: Path | None, key: str, value: Any) -> Decimal:
     return amount
 
 
-def _budget(path: Path | None, key: str, name: str, table: Mapping[str, Any]) -> Budget:
+def _warn_at(path: Path | None, key: str, value: Any) -> Decimal | None:
+    if value is None:
+        return None
+    expected = "a share of the limit above 0 and below 1 (e.g. 0.8)"
+    if isinstance(value, bool) or not isinstance(value, int | Decimal):
+        _fail(path, key, expected, value)
+    share = Decimal(value)
+    if not share.is_finite() or not 0 < share < 1:
+        _fail(path, key, expected, value)
+    return share
+
+
+def _budget(
+    path: Path | None,
+    key: str,
+    name: str,
+    table: Mapping[str, Any],
+    default_warn: Decimal | None = None,
+) -> Budget:
     if table.get("kind") not in LIMITS:
         _fail(path, f"{key}.kind", f"one of {', '.join(LIMITS)}", table.get("kind"))
     kind = cast(Kind, table["kind"])
-    allowed = ("kind", *LIMITS[kind], *SCOPE_KEYS)
+    allowed = ("kind", *LIMITS[kind], *SCOPE_KEYS, *ALERT_KEYS)
     for field_name in table:
         if field_name not in allowed:
             expected = f"one of {', '.join(allowed)} for a {kind} budget"
@@ -317,6 +343,7 @@ def _budget(path: Path | None, key: str, name: str, table: Mapping[str, Any]) ->
         agent=scope["agent"],
         model=scope["model"],
         tags=_tags(path, f"{key}.tags", table.get("tags", {})),
+        warn_at=_warn_at(path, f"{key}.warn_at", table.get("warn_at", default_warn)),
     )
 
 

@@ -27,6 +27,8 @@ COMMANDS: Final = (
     "ledger.cli.export:export",
     "ledger.cli.providers:providers",
     "ledger.cli.budget:budget",
+    "ledger.cli.otel:otel",
+    "ledger.cli.otlp:otlp",
     "ledger.cli.dashboard:dashboard",
 )
 

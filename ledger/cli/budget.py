@@ -4,6 +4,11 @@
 budgets file or an option is bad or the ledger cannot be read (missing,
 unmigrated, unreachable): a broken ledger must never read as overspend. With
 ``--format json`` every outcome, errors included, is one JSON document on stdout.
+
+With ``--notify URL`` it also posts a webhook for each budget that crossed its
+warning or its limit today (once per budget, threshold and day); a webhook that
+fails is reported on stderr and never changes the exit code. ``watch`` does the
+notifying on a timer, for deployments without cron.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import datetime as dt
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Final, NoReturn
 
@@ -19,12 +25,17 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from ledger.analytics.api import Analytics
 from ledger.analytics.spend import known_agents
+from ledger.budgets.alerts import crossings, headline
 from ledger.budgets.config import BudgetConfig, load_config
 from ledger.budgets.evaluation import CheckReport, evaluate, usd
+from ledger.budgets.notify import DEFAULT_RETRIES, Delivery, notify, webhook_host
 from ledger.budgets.status import BudgetStatus, budget_status
 from ledger.cli.report import open_analytics
-from ledger.errors import LedgerError
+from ledger.errors import ConfigurationError, DatabaseError, LedgerError
+from ledger.store.engine import database_url, make_engine
+from ledger.store.migrate import check_schema
 
 EXIT_OK: Final = 0
 EXIT_EXCEEDED: Final = 1
@@ -117,6 +128,56 @@ _FORMAT_OPTION = click.option(
 )
 
 
+_NOTIFY_OPTION = click.option(
+    "--notify",
+    "notify_url",
+    metavar="URL",
+    default=None,
+    help="Post a Slack-compatible webhook for each budget past its warn_at or its limit "
+    "today (once per budget, threshold and day).",
+)
+_RETRIES_OPTION = click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=DEFAULT_RETRIES,
+    show_default=True,
+    help="Retries of a webhook that fails with 5xx, 429 or a network error (backoff 1 s, 2 s...).",
+)
+
+
+def _printable(text: str) -> str:
+    """Ledger strings are data: no control character reaches the terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def send_alerts(
+    analytics: Analytics, config: BudgetConfig, at: dt.datetime, url: str, retries: int
+) -> list[Delivery]:
+    """Today's crossings as of ``at``, each posted to ``url`` unless sent before."""
+    found = crossings(budget_status(analytics, config, at=at), config, at)
+    if not found:
+        return []
+    engine = make_engine(database_url())
+    try:
+        check_schema(engine)
+        return notify(engine, found, url, retries=retries)
+    finally:
+        engine.dispose()
+
+
+def report_deliveries(deliveries: list[Delivery], url: str) -> None:
+    for d in deliveries:
+        what = _printable(headline(d.crossing))
+        if d.outcome == "sent":
+            click.echo(f"alert sent to {webhook_host(url)}: {what}", err=True)
+        elif d.failed:
+            click.echo(
+                f"alert NOT delivered to {webhook_host(url)} after {d.attempts} attempt(s) "
+                f"({_printable(d.error or 'unknown error')}): {what}",
+                err=True,
+            )
+
+
 @budget.command()
 @click.option(
     "--since",
@@ -134,12 +195,16 @@ _FORMAT_OPTION = click.option(
 )
 @_FORMAT_OPTION
 @_CONFIG_OPTION
+@_NOTIFY_OPTION
+@_RETRIES_OPTION
 def check(
     since: str,
     until: str | None,
     tags: tuple[str, ...],
     fmt: str,
     config_path: Path | None,
+    notify_url: str | None,
+    retries: int,
 ) -> None:
     """Check every budget over a window; exit 0 if all hold, 1 if one is exceeded, 2 on error."""
     now = dt.datetime.now(dt.UTC)
@@ -151,8 +216,11 @@ def check(
         with open_analytics(Console(stderr=True)) as analytics:
             config.check_agents(known_agents(analytics))
             report = evaluate(analytics, config, start=start, end=end, tags=wanted)
+            deliveries = _alerts_for_check(analytics, config, end or now, notify_url, retries)
     except (click.BadParameter, LedgerError) as exc:
         _bad("check", fmt, exc)
+    if notify_url is not None:
+        report_deliveries(deliveries, notify_url)
     if fmt == "json":
         click.echo(json.dumps(report.as_dict(), indent=1))
     else:
@@ -166,6 +234,19 @@ def check(
     # sys.exit, not ctx.exit: the ``ledger`` entry point runs click with
     # standalone_mode=False, where ctx.exit's code is returned and lost.
     sys.exit(EXIT_OK if report.ok else EXIT_EXCEEDED)
+
+
+def _alerts_for_check(
+    analytics: Analytics, config: BudgetConfig, at: dt.datetime, url: str | None, retries: int
+) -> list[Delivery]:
+    """Alerts beside ``check``: trouble keeping their state is reported, never the exit code."""
+    if url is None:
+        return []
+    try:
+        return send_alerts(analytics, config, at, url, retries)
+    except DatabaseError as exc:
+        click.echo(f"ledger budget check: alerts not sent: {exc}", err=True)
+        return []
 
 
 def _status_table(lines: list[BudgetStatus], day: dt.date) -> Table:
@@ -216,3 +297,54 @@ def status(at_text: str | None, fmt: str, config_path: Path | None) -> None:
         click.echo(f"No spend today ({at.date()} UTC) under any budget.")
     else:
         Console().print(_status_table(lines, at.astimezone(dt.UTC).date()))
+
+
+@budget.command()
+@click.option(
+    "--every",
+    default="5m",
+    show_default=True,
+    help="Time between checks: 30s, 5m, 1h.",
+)
+@click.option(
+    "--notify",
+    "notify_url",
+    metavar="URL",
+    required=True,
+    help="The Slack-compatible webhook to post each crossing to (once per budget, "
+    "threshold and day).",
+)
+@click.option(
+    "--max-runs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Stop after this many checks (default: run until interrupted).",
+)
+@_RETRIES_OPTION
+@_CONFIG_OPTION
+def watch(
+    every: str, notify_url: str, max_runs: int | None, retries: int, config_path: Path | None
+) -> None:
+    """Check today's spend on a timer and post an alert when a budget crosses its warn_at
+    or its limit: `ledger budget check --notify` for deployments without cron."""
+    match = _DURATION.match(every.strip().lower())
+    if match is None or float(match.group(1)) <= 0:
+        raise click.BadParameter(f"{every!r}: expected a duration such as 30s, 5m or 1h")
+    interval = dt.timedelta(**{_UNITS[match.group(2)]: float(match.group(1))}).total_seconds()
+    runs = 0
+    while True:
+        try:
+            config = _config(config_path)
+            with open_analytics(Console(stderr=True)) as analytics:
+                now = dt.datetime.now(dt.UTC)
+                deliveries = send_alerts(analytics, config, now, notify_url, retries)
+            report_deliveries(deliveries, notify_url)
+        except ConfigurationError as exc:
+            click.echo(f"ledger budget watch: {exc}", err=True)
+            sys.exit(EXIT_BAD)
+        except LedgerError as exc:  # a database outage must not end the watch
+            click.echo(f"ledger budget watch: {exc}; trying again in {every}", err=True)
+        runs += 1
+        if max_runs is not None and runs >= max_runs:
+            return
+        time.sleep(interval)

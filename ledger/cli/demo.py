@@ -11,12 +11,15 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import os
+import shutil
 import sys
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import click
 import pandas as pd  # type: ignore[import-untyped]
+import sqlalchemy as sa
 from rich.console import Console
 from sqlalchemy.engine import URL
 
@@ -24,8 +27,44 @@ from ledger.analytics import Analytics
 from ledger.cli.report import open_analytics, report
 from ledger.demo import DEFAULT_CALLS, DemoStats, run_demo
 from ledger.demo.workload import WORSE_UPSTREAM
+from ledger.schema import token_usage
 from ledger.store.engine import database_url, display_url, make_engine
 from ledger.store.migrate import upgrade
+
+
+def ledger_command(cwd: Path | None = None) -> str:
+    """How to type ``ledger`` here: ``ledger`` when the shell finds this installation's
+    command, else its path (``.venv/bin/ledger`` after ``python3 dev.py demo``)."""
+    here = Path(sys.executable).parent / Path(sys.argv[0]).name
+    mine = here if here.name.startswith("ledger") else Path(sys.executable).parent / "ledger"
+    found = shutil.which("ledger")
+    if found is not None and Path(found).resolve() == mine.resolve():
+        return "ledger"
+    try:
+        return str(mine.relative_to(cwd or Path.cwd()))
+    except ValueError:
+        return str(mine)
+
+
+def count_rows(url: URL) -> int:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as con:
+            return int(
+                con.execute(sa.select(sa.func.count()).select_from(token_usage)).scalar_one()
+            )
+    finally:
+        engine.dispose()
+
+
+def empty_ledger(url: URL) -> int:
+    """Delete every row of ``token_usage`` (``--fresh``); the number deleted."""
+    engine = make_engine(url)
+    try:
+        with engine.begin() as con:
+            return int(con.execute(sa.delete(token_usage)).rowcount or 0)
+    finally:
+        engine.dispose()
 
 
 def _migrate(url: URL) -> None:
@@ -117,7 +156,7 @@ def open_dashboard() -> None:
     from ledger.cli.dashboard import run_dashboard
 
     status = run_dashboard(headless=not sys.stdout.isatty())
-    if status not in (0, -2):  # -2: stopped by SIGINT
+    if status != 0:
         raise SystemExit(status)
 
 
@@ -134,25 +173,58 @@ def open_dashboard() -> None:
     help="Same seed, same workload (a run on a ledger with rows starts after them).",
 )
 @click.option("--no-dashboard", is_flag=True, help="Print the report and exit.")
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Delete every row of the ledger first (a second demo run otherwise appends).",
+)
 @click.pass_context
-def demo(ctx: click.Context, calls: int, seed: int, no_dashboard: bool) -> None:
+def demo(ctx: click.Context, calls: int, seed: int, no_dashboard: bool, fresh: bool) -> None:
     """Simulated multi-agent traffic through the real client into the ledger, then the report.
 
     Agents with their own prompts call OpenRouter (half their sessions with the
     sticky key) and OpenAI with an Anthropic fallback, against a local
     simulator on a virtual clock: hours of traffic in seconds. The ledger is
-    LEDGER_DATABASE_URL, else ./ledger.db; it is migrated first.
+    LEDGER_DATABASE_URL, else ./ledger.db; it is migrated first. A ledger that
+    already holds rows keeps them and the run appends (verdicts can move as
+    samples grow); --fresh deletes every row first.
     """
     url = database_url()
     _migrate(url)
     out = Console()
+    err = Console(stderr=True)
+    before = count_rows(url)
+    if fresh and before:
+        err.print(f"--fresh: deleted {empty_ledger(url):,} rows from {display_url(url)}")
+        before = 0
     out.print(f"Simulating {calls:,} calls (seed {seed}) into {display_url(url)} ...")
     stats = run_demo(url, calls=calls, seed=seed)
     print_stats(out, stats)
-    ctx.invoke(report)
+    command = ledger_command()
+    if before:
+        err.print(
+            f"[yellow]The ledger already held {before:,} rows: this run was added to them, so "
+            f"the figures below cover both. For a fresh start: {command} demo --fresh[/]",
+            highlight=False,
+        )
+    ctx.invoke(report, rebuild=fresh)
     with open_analytics(Console(stderr=True)) as analytics:
         print_summary(out, stats, analytics, url)
-    if no_dashboard or os.environ.get("CI", "").lower() == "true":  # CI: never block on a server
-        out.print("Explore it in the dashboard: ledger dashboard")
-    else:
+    next_steps(out, command)
+    if not (no_dashboard or os.environ.get("CI", "").lower() == "true"):  # CI: never block
         open_dashboard()
+
+
+def next_steps(out: Console, command: str) -> None:
+    """Commands that work as typed in this shell (the venv may not be active)."""
+    out.print("\n[bold]Next steps[/] (copy as typed):", highlight=False)
+    for line in (
+        f"{command} dashboard          # the dashboard",
+        f"{command} report             # this report again",
+        f"{command} demo --fresh       # start over (a plain rerun appends)",
+    ):
+        out.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+    if command != "ledger":
+        activate = Path(command).parent / "activate"
+        out.print(f"  (or `source {activate}` first, then type `ledger ...`)", highlight=False,
+                  markup=False)  # fmt: skip

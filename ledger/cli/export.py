@@ -1,24 +1,37 @@
-"""``ledger export DIR``: the ledger as Parquet, one folder per UTC day."""
+"""``ledger export TARGET``: append the ledger's new rows to a Parquet lake."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import click
 from rich.console import Console
 
 from ledger.cli.report import open_analytics, progress_bar
+from ledger.lake.export import export_lake
 
 
 @click.command()
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-def export(directory: Path) -> None:
-    """Write every ledger row to DIRECTORY/day=YYYY-MM-DD/data.parquet.
+@click.argument("target")
+def export(target: str) -> None:
+    """Append the rows TARGET does not hold yet, as TARGET/date=YYYY-MM-DD/part-*.parquet.
 
-    Readable as one partitioned table by DuckDB, Spark, Trino or ClickHouse;
-    re-running replaces each day's file.
+    TARGET is a directory or an object-store URI (s3://bucket/prefix,
+    gs://bucket/prefix). Only rows not exported before are written, and a
+    manifest (TARGET/_ledger_manifest.json) records what the lake holds, so
+    re-running writes nothing new and an interrupted run leaves no partial
+    file. DuckDB, Spark, Trino and ClickHouse read it as one table partitioned
+    by day; `ledger.lake.spark` runs the analytics views on it.
     """
     err = Console(stderr=True)
     with open_analytics(err) as analytics, progress_bar("exporting", err) as update:
-        result = analytics.export(directory, progress=update)
-    click.echo(f"{result.rows} rows in {result.days} day partitions under {result.directory}")
+        result = export_lake(analytics, target, progress=update)
+    added = (
+        f"{result.new_rows} new rows in {result.new_files} files"
+        if result.new_rows
+        else "nothing new"
+    )
+    click.echo(f"{added}; the lake holds {result.total_rows} rows: {result.target}")
+    if result.removed_uncommitted:
+        click.echo(
+            f"removed {result.removed_uncommitted} file(s) an interrupted export left uncommitted",
+            err=True,
+        )

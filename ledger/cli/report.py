@@ -1,31 +1,36 @@
-"""``ledger report``: stickiness, cache hits, cost attribution and verdicts as terminal tables.
+"""``ledger report``: the verdicts at a glance, then stickiness, cache hits and cost tables.
+
+The report opens with one header line (ledger, time span, rows, spend) and one
+line per model's provider.order verdict; the tables follow, grouped by agent
+and model when the terminal is too narrow for them (:mod:`ledger.cli.tables`).
 
 Also home of the pieces ``ledger sql`` and ``ledger export`` share: opening the
-analytics with a progress bar that appears only when a sync takes a while.
+analytics with a progress bar that appears only when a sync takes a while, and
+the stdout console (:func:`terminal`).
 """
 
 from __future__ import annotations
 
-import math
+import datetime as dt
+import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from decimal import Decimal
 from typing import Any, Final
 
 import click
 import pandas as pd  # type: ignore[import-untyped]
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.text import Text
 
 from ledger.analytics import Analytics
+from ledger.cli.tables import VERDICT_STYLE, VERDICT_WORDS, cell, print_frame, safe
+from ledger.store.engine import database_url, display_url
 
 #: A sync or export shorter than this shows no progress bar.
 PROGRESS_DELAY_S: Final = 0.5
-
-VERDICT_STYLE: Final = {"warranted": "bold red", "not_warranted": "green"}
 
 
 @contextmanager
@@ -83,22 +88,7 @@ def open_analytics(console: Console, *, rebuild: bool = False) -> Analytics:
     return analytics
 
 
-def _cell(value: Any, column: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
-        return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, Decimal):
-        return f"${value:,.4f}"
-    if isinstance(value, float):
-        if column.endswith(("rate", "share", "stickiness")):
-            return f"{100 * value:.1f}%"
-        return f"{value:,.2f}"
-    return str(value)
-
-
-#: Short headers for the report's columns, so its tables fit an 80-column terminal;
-#: ``ledger sql`` shows the views' own column names.
+#: Short headers for the report's columns; ``ledger sql`` shows the views' own names.
 HEADERS: Final[dict[str, str]] = {
     "actor_id": "agent",
     "requested_model": "model",
@@ -114,109 +104,113 @@ HEADERS: Final[dict[str, str]] = {
     "call_hit_rate": "call hit",
     "response_cache_hits": "resp. cache",
     "fallback_calls": "fallbacks",
+    "cost_usd": "cost",
     "pinned_upstream": "pinned",
     "best_upstream": "best",
 }
+STICKINESS_COLUMNS: Final = (
+    "actor_id", "requested_model", "key_sent", "sessions", "calls", "switches",
+    "idle_releases", "stickiness", "pinned_session_share", "avg_distinct_upstreams",
+)  # fmt: skip
+CACHE_COLUMNS: Final = (
+    "actor_id", "requested_model", "key_sent", "calls", "input_tokens", "cache_read_tokens",
+    "token_hit_rate", "call_hit_rate", "response_cache_hits",
+)  # fmt: skip
+AGENT_MODEL: Final = ("actor_id", "requested_model")
 
 
-def frame_table(
-    title: str,
-    frame: pd.DataFrame,
-    columns: Sequence[str] | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> Table:
-    """A rich table of ``frame`` (or of its ``columns``), numbers right-aligned;
-    ``headers`` relabels columns."""
-    shown = list(columns) if columns is not None else list(frame.columns)
-    table = Table(title=title, title_justify="left", header_style="bold")
-    for name in shown:
-        numeric = pd.api.types.is_numeric_dtype(frame[name]) and frame[name].dtype != bool
-        label = headers.get(name, name) if headers else name
-        table.add_column(
-            label, justify="right" if numeric else "left", overflow="fold", no_wrap=numeric
+def terminal() -> Console:
+    """stdout's console: the terminal's width, ``COLUMNS`` when set, else 160 when piped
+    (captured output has no width to honour)."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return Console()
+    return Console(width=160)
+
+
+def report_body(out: Console, analytics: Analytics, where: str) -> None:
+    """The whole report: one header line, one line per verdict, then the tables."""
+    verdicts = verdict_order(analytics.provider_order_verdict())
+    header(out, analytics, where)
+    verdict_lines(out, verdicts)
+    out.print()
+    stickiness = analytics.agent_stickiness().sort_values(
+        ["actor_id", "requested_model", "key_sent"], ascending=[True, True, False]
+    )
+    print_frame(out, "Sticky routing per agent (with and without the session key)",
+                stickiness, STICKINESS_COLUMNS, headers=HEADERS, group_by=AGENT_MODEL)  # fmt: skip
+    cache = analytics.cache_hits_by_agent().sort_values(
+        ["actor_id", "requested_model", "key_sent"], ascending=[True, True, False]
+    )
+    print_frame(out, "Prompt-cache hits per agent", cache, CACHE_COLUMNS, headers=HEADERS,
+                group_by=AGENT_MODEL)  # fmt: skip
+    costs = analytics.cost_attribution().sort_values(
+        ["cost_usd", "requested_provider", "responding_provider", "requested_model"],
+        ascending=[False, True, True, True],
+    )
+    names = ["requested_provider", "responding_provider", "requested_model"]
+    print_frame(out, "Cost by responding provider", costs, [*names, "calls", "cost_usd"],
+                headers=HEADERS, group_by=["requested_model"])  # fmt: skip
+    print_frame(out, "Fallbacks", costs[costs["fallback_calls"] > 0],
+                [*names, "calls", "fallback_calls"], headers=HEADERS,
+                group_by=["requested_model"])  # fmt: skip
+    print_frame(out, "provider.order verdicts", verdicts,
+                ["requested_model", "verdict", "pinned_upstream", "best_upstream"],
+                headers=HEADERS, group_by=["requested_model"])  # fmt: skip
+    # A reason is a sentence of figures: as a paragraph it stays readable at 80 columns.
+    for model, reason in zip(verdicts["requested_model"], verdicts["reason"], strict=True):
+        out.print(Text.assemble((safe(model), "bold"), ": ", safe(reason), "\n"))
+
+
+def verdict_order(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Warranted first, then not warranted, insufficient data, does not apply; by model."""
+    rank = {name: i for i, name in enumerate(VERDICT_WORDS)}
+    return (
+        verdicts.assign(_rank=verdicts["verdict"].map(lambda v: rank.get(str(v), len(rank))))
+        .sort_values(["_rank", "requested_model"])
+        .drop(columns="_rank")
+        .reset_index(drop=True)
+    )
+
+
+def header(out: Console, analytics: Analytics, where: str) -> None:
+    options = analytics.ledger_options()
+    spend = analytics.overview_totals()["spend_usd"]
+    span = "no rows yet"
+    if options.first_at is not None and options.last_at is not None:
+        first, last = (t.astimezone(dt.UTC) for t in (options.first_at, options.last_at))
+        end = f"{last:%H:%M}" if last.date() == first.date() else f"{last:%Y-%m-%d %H:%M}"
+        span = f"{first:%Y-%m-%d %H:%M} → {end} UTC"
+    out.print(
+        Text.assemble(
+            ("ledger ", "bold"), safe(where), f" · {span} · {options.rows:,} rows · ",
+            f"{cell(spend, 'cost_usd') if spend is not None else 'unknown'} spend",
         )
-    for row in frame[shown].itertuples(index=False):
-        cells = [_cell(v, c) for v, c in zip(row, shown, strict=True)]
-        if "verdict" in shown:
-            verdict = cells[shown.index("verdict")]
-            cells[shown.index("verdict")] = f"[{VERDICT_STYLE.get(verdict, 'yellow')}]{verdict}[/]"
-        table.add_row(*cells)
-    return table
+    )  # fmt: skip
 
 
-def _print(console: Console, title: str, frame: pd.DataFrame, columns: Sequence[str]) -> None:
-    if frame.empty:
-        console.print(f"[bold]{title}[/]: no rows yet")
-    else:
-        console.print(frame_table(title, frame, columns, HEADERS))
+def verdict_lines(out: Console, verdicts: pd.DataFrame) -> None:
+    """``model: verdict — headline`` per model (the headline when the view has one)."""
+    if verdicts.empty:
+        out.print("provider.order verdicts: no model yet")
+        return
+    out.print(Text("provider.order verdicts:", style="bold"))
+    for row in verdicts.to_dict("records"):
+        verdict = str(row["verdict"])
+        line = Text("  ")
+        line.append(safe(row["requested_model"]), style="bold")
+        line.append(": ")
+        line.append(VERDICT_WORDS.get(verdict, safe(verdict)), style=VERDICT_STYLE.get(verdict))
+        headline = row.get("headline")
+        if isinstance(headline, str) and headline:
+            line.append(f" — {safe(headline)}")
+        out.print(line)
 
 
 @click.command()
 @click.option("--rebuild", is_flag=True, help="Copy the whole ledger again before reporting.")
 def report(rebuild: bool) -> None:
-    """Per-agent stickiness, cache-hit rates, cost attribution and provider.order verdicts."""
-    # Piped or captured output has no terminal width to honour: give the tables room.
-    out = Console() if sys.stdout.isatty() else Console(width=160)
+    """A header line, one line per provider.order verdict, then stickiness, cache-hit,
+    cost and fallback tables (grouped by agent and model when the terminal is narrow)."""
+    out = terminal()
     with open_analytics(Console(stderr=True), rebuild=rebuild) as analytics:
-        _print(
-            out,
-            "Sticky routing per agent (with and without the session key)",
-            analytics.agent_stickiness().sort_values(["actor_id", "requested_model", "key_sent"]),
-            [
-                "actor_id",
-                "requested_model",
-                "key_sent",
-                "sessions",
-                "calls",
-                "switches",
-                "idle_releases",
-                "stickiness",
-                "pinned_session_share",
-                "avg_distinct_upstreams",
-            ],
-        )
-        _print(
-            out,
-            "Prompt-cache hits per agent",
-            analytics.cache_hits_by_agent(),
-            [
-                "actor_id",
-                "requested_model",
-                "key_sent",
-                "calls",
-                "input_tokens",
-                "cache_read_tokens",
-                "token_hit_rate",
-                "call_hit_rate",
-                "response_cache_hits",
-            ],
-        )
-        costs = analytics.cost_attribution().sort_values("cost_usd", ascending=False)
-        _print(
-            out,
-            "Cost by responding provider",
-            costs,
-            ["requested_provider", "responding_provider", "requested_model", "calls", "cost_usd"],
-        )
-        _print(
-            out,
-            "Fallbacks",
-            costs[costs["fallback_calls"] > 0],
-            [
-                "requested_provider",
-                "responding_provider",
-                "requested_model",
-                "calls",
-                "fallback_calls",
-            ],
-        )
-        verdicts = analytics.provider_order_verdict()
-        _print(
-            out,
-            "provider.order verdicts",
-            verdicts,
-            ["requested_model", "verdict", "pinned_upstream", "best_upstream"],
-        )
-        # A reason is a sentence of figures: as a paragraph it stays readable at 80 columns.
-        for model, reason in zip(verdicts["requested_model"], verdicts["reason"], strict=True):
-            out.print(f"[bold]{model}[/]: {reason}\n", highlight=False)
+        report_body(out, analytics, display_url(database_url()))

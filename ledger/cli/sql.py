@@ -20,7 +20,8 @@ import pandas as pd  # type: ignore[import-untyped]
 from rich.console import Console
 
 from ledger.analytics.readonly import check_read_only
-from ledger.cli.report import frame_table, open_analytics
+from ledger.cli.report import open_analytics, terminal
+from ledger.cli.tables import fits, frame_table, records
 
 
 def _plain(value: Any) -> Any:
@@ -82,4 +83,15 @@ def sql(query: str, fmt: str) -> None:
     elif fmt == "json":
         click.echo(to_json(frame))
     else:
-        Console().print(frame_table(f"{len(frame)} rows", frame))
+        print_table(terminal(), frame)
+
+
+def print_table(out: Console, frame: pd.DataFrame) -> None:
+    """A table when it fits the terminal, else one record per block; nothing is cut."""
+    title = f"{len(frame):,} row{'s' if len(frame) != 1 else ''}"
+    table = frame_table(title, frame)
+    if fits(out, table):
+        out.print(table)
+        return
+    out.print(f"{title} (wider than {out.width} columns: one record per block)", style="bold")
+    out.print(records(frame, list(frame.columns)))

@@ -16,6 +16,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, Literal, cast
 
@@ -24,6 +25,7 @@ from sqlalchemy.engine import URL
 
 from ledger.errors import ConfigurationError, JournalError
 from ledger.events import UsageEvent, to_row
+from ledger.exporters import Exporter, exporters_from_env
 from ledger.store import journal
 from ledger.store.engine import database_url, make_engine, sqlite_path
 from ledger.store.held import StatusFile
@@ -66,7 +68,9 @@ class Ledger:
     ``ledger.db`` in the working directory); the database must be migrated
     (``ledger db upgrade``). ``journal_dir`` overrides where events wait for
     the database. Events left in a journal by a process that died are written
-    when the next ledger on that journal starts.
+    when the next ledger on that journal starts. ``exporters`` mirror every
+    recorded event elsewhere, off the caller's thread (default: what
+    ``LEDGER_OTEL_ENDPOINT`` asks for, see :mod:`ledger.exporters`).
 
     ``on_journal_full`` chooses what ``record()`` does when the journal's disk
     refuses an event (full, read-only, gone); default ``LEDGER_ON_JOURNAL_FULL``,
@@ -95,6 +99,7 @@ class Ledger:
         segment_bytes: int = journal.DEFAULT_SEGMENT_BYTES,
         engine: Engine | None = None,
         on_journal_full: OnJournalFull | None = None,
+        exporters: Sequence[Exporter] | None = None,
     ) -> None:
         self.on_journal_full = _on_journal_full(on_journal_full)
         self.url = engine.url if engine is not None else database_url(url)
@@ -118,6 +123,8 @@ class Ledger:
         self._batch_size = batch_size
         self._writer = Writer(self._engine, self.journal_dir, self._pending, self._settings)
         self._writer.start()
+        self._exporters = tuple(exporters) if exporters is not None else exporters_from_env()
+        self._exporter_failed = False
         _live.add(self)
 
     def _after_fork_in_child(self) -> None:
@@ -192,7 +199,20 @@ class Ledger:
             backlog = len(pending.rows) + len(pending.unjournaled)
         if backlog >= self._batch_size:
             self._writer.wake()
+        for exporter in self._exporters:
+            self._export(exporter, event)
         return event.event_id
+
+    def _export(self, exporter: Exporter, event: UsageEvent) -> None:
+        """Hand ``event`` to ``exporter``; its failure is logged once, never raised."""
+        try:
+            exporter.submit(event)
+        except Exception:
+            if not self._exporter_failed:
+                self._exporter_failed = True
+                log.warning(
+                    "ledger: exporter %r failed; rows are unaffected", exporter, exc_info=True
+                )
 
     def _queue_journaled(self, row: Row) -> None:
         """Hand a journaled row to the writer: in memory, or on disk only past ``max_rows``."""
@@ -335,6 +355,11 @@ class Ledger:
                 self._pending.held,
                 self.journal_dir,
             )
+        for exporter in self._exporters:
+            try:
+                exporter.close(timeout=5.0)
+            except Exception:
+                log.warning("ledger: exporter %r failed to close", exporter, exc_info=True)
         self._segment.release(delete=done and not self._pending.count)
         self._status.close()
         if self._owns_engine:

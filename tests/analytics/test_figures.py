@@ -189,3 +189,41 @@ def test_top_sessions_takes_its_limit_as_a_parameter(
     with open_analytics(ledger_url, tmp_path) as analytics:
         assert len(analytics.top_sessions(limit=limit)) == limit
         assert len(analytics.top_sessions(Filters(actors=["a"]), limit=limit)) == limit
+
+
+def test_spend_over_time_by_model_and_by_agent(ledger_url: str, tmp_path: Path) -> None:
+    claude = {"requested_provider": "openrouter", "provider": "openrouter",
+              "requested_model": "anthropic/claude-sonnet-4.5"}  # fmt: skip
+    rows = [
+        served(0, cost_usd=Decimal("0.01"), actor_id="planner", **OPENAI),
+        served(10, cost_usd=Decimal("0.02"), actor_id="coder", **OPENAI),
+        served(20, "Anthropic", cost_usd=Decimal("0.10"), actor_id="planner", **claude),
+        served(70, "Anthropic", cost_usd=Decimal("0.30"), **claude),  # no agent
+        failed(75, None, **OPENAI),  # a call of unknown cost
+    ]
+    insert_rows(ledger_url, rows)
+    hour = dt.timedelta(hours=1)
+    with open_analytics(ledger_url, tmp_path) as analytics:
+        by_model = analytics.spend_over_time(Filters(), hour)
+        by_agent = analytics.spend_over_time(Filters(), hour, "actor_id")
+        later = analytics.spend_over_time(Filters(start=T0 + dt.timedelta(minutes=60)), hour)
+        with pytest.raises(ValueError, match="by must be one of"):
+            analytics.spend_over_time(Filters(), hour, "provider; DROP TABLE x")
+    start = pd.Timestamp(T0)
+    assert [
+        (row.bucket - start, row.requested_model, row.calls, row.spend_usd)
+        for row in by_model.itertuples()
+    ] == [
+        (pd.Timedelta(0), "anthropic/claude-sonnet-4.5", 1, Decimal("0.1")),
+        (pd.Timedelta(0), "gpt-4o-mini", 2, Decimal("0.03")),
+        (pd.Timedelta(hours=1), "anthropic/claude-sonnet-4.5", 1, Decimal("0.3")),
+        (pd.Timedelta(hours=1), "gpt-4o-mini", 1, None),
+    ]
+    assert by_agent.groupby("actor_id")["spend_usd"].apply(
+        lambda v: sum((x for x in v if x is not None), Decimal(0))
+    ).to_dict() == {
+        "(no agent)": Decimal("0.3"),
+        "coder": Decimal("0.02"),
+        "planner": Decimal("0.11"),
+    }
+    assert sorted(later["requested_model"]) == ["anthropic/claude-sonnet-4.5", "gpt-4o-mini"]

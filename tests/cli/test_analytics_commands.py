@@ -51,8 +51,8 @@ def test_report_prints_every_section(runner: CliRunner) -> None:
         "provider.order verdicts",
     ):
         assert title in result.output
-    assert "planner" in result.output and "insufficient_data" in result.output
-    assert "$1.0000" in result.output and "$0.7500" in result.output
+    assert "planner" in result.output and "insufficient data" in result.output
+    assert "$1.00" in result.output and "$0.7500" in result.output
 
 
 def test_sql_prints_csv_and_json(runner: CliRunner) -> None:
@@ -104,12 +104,13 @@ def test_export_writes_parquet_partitioned_by_day(runner: CliRunner, tmp_path: P
     out = tmp_path / "parquet"
     result = runner.invoke(cli, ["export", str(out)])
     assert result.exit_code == 0, result.output
-    assert "4 rows in 2 day partitions" in result.output
-    assert sorted(p.name for p in out.iterdir()) == ["day=2025-03-01", "day=2025-03-02"]
+    assert "4 new rows in 2 files" in result.output
+    days = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert days == ["date=2025-03-01", "date=2025-03-02"]
     with duckdb.connect() as con:
         rows = con.execute(
-            f"SELECT day, count(*), sum(cost_usd), typeof(any_value(started_at)) FROM "
-            f"read_parquet('{out}/*/*.parquet', hive_partitioning = true) GROUP BY day ORDER BY day"
+            f"SELECT date, count(*), sum(cost_usd), typeof(any_value(started_at)) FROM "
+            f"read_parquet('{out}/*/*.parquet', hive_partitioning = true) GROUP BY 1 ORDER BY 1"
         ).fetchall()
     assert [(str(d), n, s) for d, n, s, _ in rows] == [
         ("2025-03-01", 2, Decimal("0.75")),

@@ -1,22 +1,163 @@
-"""The sync progress bar: drawn for a person at a terminal, never into data output."""
+"""``ledger report`` and ``ledger sql`` in a real process at 80 and 120 columns; the sync
+progress bar: drawn for a person at a terminal, never into data output.
+
+The ledger holds the dashboard tests' multi-agent workload plus calls whose
+model and agent carry rich markup, Markdown and terminal ESC sequences (a
+window-title OSC and a clear-screen CSI).
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
 
+import duckdb
 import pytest
 from rich.console import Console
 
+from ledger.analytics import Analytics
 from ledger.cli import report
+from ledger.cli.tables import VERDICT_WORDS, safe
+from ledger.events import UsageEvent
+from ledger.store.ledger import Ledger
+from tests.dashboards.workload import record_workload
+
+NASTY_MODEL = "[bold red]x[/] [l](http://evil.invalid) \x1b]0;pwned\x07\x1b[2J"
+NASTY_AGENT = "agent\x1b[31m"
 
 
-@pytest.fixture(autouse=True)
+def ledger_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from ledger.cli import main; main()", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+@pytest.fixture
+def env(sqlite_url: str, tmp_path: Path) -> dict[str, str]:
+    record_workload(sqlite_url, tmp_path)
+    with Ledger(sqlite_url, journal_dir=tmp_path / "journal-nasty") as ledger:
+        for n in range(3):
+            ledger.record(
+                UsageEvent(
+                    started_at=dt.datetime(2025, 6, 2, 10, n, tzinfo=dt.UTC),
+                    requested_provider="openrouter",
+                    requested_model=NASTY_MODEL,
+                    provider="openrouter",
+                    upstream="Together",
+                    status="ok",
+                    session_id="s-nasty",
+                    actor_id=NASTY_AGENT,
+                    input_tokens=1_000,
+                    output_tokens=10,
+                    cost_usd=Decimal("0.01"),
+                    cost_source="provider",
+                )
+            )
+        assert ledger.flush(30)
+    return {
+        **os.environ,
+        "LEDGER_DATABASE_URL": sqlite_url,
+        "LEDGER_ANALYTICS_PATH": str(tmp_path / "analytics.duckdb"),
+    }
+
+
+def expected_verdicts(env: dict[str, str], tmp_path: Path) -> list[tuple[str, str]]:
+    with Analytics(env["LEDGER_DATABASE_URL"], path=tmp_path / "expected.duckdb") as a:
+        verdicts = a.provider_order_verdict()
+    return [
+        (safe(m), VERDICT_WORDS[str(v)])
+        for m, v in zip(verdicts["requested_model"], verdicts["verdict"], strict=True)
+    ]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_report_fits_the_terminal_and_states_every_verdict(
+    env: dict[str, str], tmp_path: Path, width: int
+) -> None:
+    result = ledger_cli("report", env={**env, "COLUMNS": str(width)})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert "\x1b" not in result.stdout, "a control character reached the terminal raw"
+    assert lines[0].startswith("ledger ") and "rows" in result.stdout.split("\n\n")[0]
+    verdicts = expected_verdicts(env, tmp_path)
+    assert len(verdicts) >= 3
+    flowing = " ".join(line.rstrip() for line in lines)  # rich wraps long lines at spaces
+    for model, words in verdicts:
+        assert any(line.startswith(f"  {model}:") for line in lines), model  # the name whole
+        assert f"  {model}: {words}" in flowing, (model, words)
+    assert "not_warranted" not in result.stdout and "insufficient_data" not in result.stdout
+    for title in ("Sticky routing per agent", "Prompt-cache hits per agent",
+                  "Cost by responding provider", "provider.order verdicts"):  # fmt: skip
+        assert title in result.stdout
+    # every agent name appears whole on some line (as a column cell or a group heading)
+    for agent in ("planner", "coder", "reviewer", "support", safe(NASTY_AGENT)):
+        assert any(agent in line for line in lines), agent
+
+
+def test_report_is_the_same_twice(env: dict[str, str]) -> None:
+    first = ledger_cli("report", env={**env, "COLUMNS": "100"})
+    second = ledger_cli("report", env={**env, "COLUMNS": "100"})
+    assert first.returncode == second.returncode == 0
+    assert first.stdout == second.stdout
+
+
+def test_a_busy_analytics_file_is_a_warning_on_stderr_not_in_the_report(
+    env: dict[str, str],
+) -> None:
+    ledger_cli("report", env=env)  # creates the analytics file
+    holder = duckdb.connect(env["LEDGER_ANALYTICS_PATH"])  # another process's lock, as it were
+    try:
+        result = ledger_cli("report", env={**env, "COLUMNS": "120"})
+    finally:
+        holder.close()
+    assert result.returncode == 0, result.stderr
+    assert "in use by another process" in result.stderr
+    assert "in use" not in result.stdout and "WARNING" not in result.stdout
+    assert result.stdout.startswith("ledger ")
+
+
+def test_sql_table_never_cuts_a_value(env: dict[str, str]) -> None:
+    query = (
+        "SELECT requested_model, actor_id, 1274 AS calls, 'a fairly long label to widen it' AS "
+        "note, 123456789 AS tokens, 0.5 AS share FROM calls LIMIT 3"
+    )
+    narrow = ledger_cli("sql", query, env={**env, "COLUMNS": "80"})
+    assert narrow.returncode == 0, narrow.stderr
+    assert "one record per block" in narrow.stdout
+    assert max(len(line) for line in narrow.stdout.splitlines()) <= 80
+    assert narrow.stdout.count("1,274") == 3 and narrow.stdout.count("123,456,789") == 3
+    wide = ledger_cli("sql", query, env={**env, "COLUMNS": "200"})
+    assert "one record per block" not in wide.stdout
+    assert wide.stdout.count("1,274") == 3
+
+
+def test_sql_escapes_control_characters(env: dict[str, str]) -> None:
+    query = "SELECT DISTINCT requested_model, actor_id FROM calls WHERE session_id = 's-nasty'"
+    result = ledger_cli("sql", query, env={**env, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout
+    assert safe(NASTY_AGENT) in result.stdout
+    assert "[bold red]x[/]" in result.stdout  # rich markup shown, not applied
+
+
+@pytest.fixture
 def no_delay(monkeypatch: pytest.MonkeyPatch) -> None:
     # The bar's delay is what made its appearance depend on the machine's load:
     # without it, every run takes the path a slow sync takes.
     monkeypatch.setattr(report, "PROGRESS_DELAY_S", 0.0)
 
 
+@pytest.mark.usefixtures("no_delay")
 def test_the_bar_is_drawn_on_a_terminal() -> None:
     screen = io.StringIO()
     console = Console(file=screen, force_terminal=True, width=80)
@@ -26,6 +167,7 @@ def test_the_bar_is_drawn_on_a_terminal() -> None:
     assert "syncing the ledger" in screen.getvalue()
 
 
+@pytest.mark.usefixtures("no_delay")
 def test_nothing_is_drawn_into_a_pipe_or_a_file() -> None:
     piped = io.StringIO()
     console = Console(file=piped, force_terminal=False, width=80)

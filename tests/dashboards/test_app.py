@@ -6,6 +6,7 @@ DuckDB file), never from the dashboard's helpers.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -58,9 +59,9 @@ def expect_overview(a: Analytics, f: Filters) -> dict[str, str]:
     provider_calls = int((~calls["response_cache_hit"]).sum())
     return {
         "Calls": f"{len(calls):,}",
-        "Spend": fmt.money(_usd(calls["cost_usd"])),
-        "Saved by prompt caching": fmt.money(a.prompt_cache_saving(f).usd),
-        "Saved by the response cache": fmt.money(a.response_cache_saving(f).usd),
+        "Spend": fmt.dollars(_usd(calls["cost_usd"])),
+        "Prompt-cache saving": fmt.dollars(a.prompt_cache_saving(f).usd),
+        "Response-cache saving": fmt.dollars(a.response_cache_saving(f).usd),
         "Fallback rate": fmt.rate(share(calls["fell_back"].sum(), provider_calls)),
         "Error rate": fmt.rate(share(card["errors"].sum(), card["attempts"].sum())),
     }
@@ -113,7 +114,7 @@ def expect_verdicts(a: Analytics, f: Filters) -> list[tuple[str, str, str, str]]
 def expect_cost(a: Analytics, f: Filters) -> dict[str, str]:
     costs = a.cost_attribution(f)
     return {
-        "Total spend": fmt.money(_usd(costs["cost_usd"])),
+        "Total spend": fmt.dollars(_usd(costs["cost_usd"])),
         "Fallback calls": f"{int(costs['fallback_calls'].sum()):,}",
     }
 
@@ -170,35 +171,86 @@ def test_every_page_renders_without_exception(workload_url: str) -> None:
         assert at.get("vega_lite_chart") or at.get("arrow_vega_lite_chart"), f"{page}: no chart"
 
 
-def test_verdict_page_states_each_models_verdict_and_reason(
+BADGE_ORDER = ["warranted", "not_warranted", "insufficient_data", "does_not_apply"]
+BADGE_TEXT = {
+    "warranted": "Warranted",
+    "not_warranted": "Not warranted",
+    "insufficient_data": "Insufficient data",
+    "does_not_apply": "Does not apply",
+}
+
+
+def strip_rows(at: AppTest) -> list[tuple[str, str]]:
+    """(badge text, bold model line) per verdict strip row, top to bottom."""
+    bodies = [m.value for m in at.markdown]
+    badges = [re.sub(r"^:\w+-badge\[(.*)\]$", r"\1", b) for b in bodies if "-badge[" in b]
+    models = [b for b in bodies if b.startswith("**") and b.endswith("**")]
+    return list(zip(badges, models[: len(badges)], strict=True))
+
+
+@pytest.mark.parametrize("page", ["views/overview.py", "views/upstreams.py"])
+def test_verdict_strip_lists_every_model_warranted_first(
+    workload_url: str, tmp_path: Path, page: str
+) -> None:
+    with Analytics(workload_url, path=tmp_path / "expected.duckdb") as a:
+        verdicts = a.provider_order_verdict()
+    want = sorted(
+        zip(verdicts["verdict"], verdicts["requested_model"], strict=True),
+        key=lambda v: (BADGE_ORDER.index(v[0]), v[1]),
+    )
+    at = open_page(page)
+    assert_clean(at)
+    assert strip_rows(at) == [(BADGE_TEXT[v], f"**{fmt.plain(m)}**") for v, m in want]
+
+
+def test_verdict_page_states_each_models_reason_as_plain_text(
     workload_url: str, tmp_path: Path
 ) -> None:
     with Analytics(workload_url, path=tmp_path / "expected.duckdb") as a:
         verdicts = a.provider_order_verdict()
-        want = expect_verdicts(a, Filters())
     at = open_page("views/upstreams.py")
     assert_clean(at)
-    assert [h.value for h in at.main.header] == [w[0] for w in want]
-    messages = [m.value for m in (*at.info, *at.success, *at.error)]
+    models = sorted(verdicts["requested_model"])
+    assert [h.value for h in at.main.header] == [fmt.plain(m) for m in models]
+    texts = [t.value for t in at.text]
     for reason in verdicts["reason"]:
-        assert reason in messages
-    shown = {
-        label: [m.value for m in at.metric if m.label == label]
-        for label in ("Verdict", "Pinned upstream", "Best alternative")
-    }
-    assert list(zip(*shown.values(), strict=True)) == [w[1:] for w in want]
+        assert reason in texts
+    by_model = verdicts.set_index("requested_model")
+    for model in models:
+        pinned = fmt.text(by_model.loc[model, "pinned_upstream"])
+        best = fmt.text(by_model.loc[model, "best_upstream"])
+        assert f"Pinned upstream: {pinned} · best alternative: {best}" in texts
 
 
-def test_stickiness_drill_down_draws_the_chosen_session(workload_url: str, tmp_path: Path) -> None:
+def test_drill_down_goes_from_an_agent_to_its_sessions_to_the_attempts(
+    workload_url: str, tmp_path: Path
+) -> None:
+    """Two picks: an agent row, then one of its sessions; the attempts table is that session's."""
     with Analytics(workload_url, path=tmp_path / "expected.duckdb") as a:
         sessions = a.session_stickiness()
-    worst = sessions.sort_values(["switches", "idle_releases"], ascending=False).iloc[0]
     at = open_page("views/stickiness.py")
     assert_clean(at)
-    assert str(worst["session_id"]) in at.selectbox(key="stickiness_session").format_func(0)
-    assert metrics(at)["Switches"] == str(int(worst["switches"]))
-    at.selectbox(key="stickiness_session").set_value(1).run()
+    scope = f"{abs(hash(Filters())):x}"  # the page keys its drill-down by the filters
+    agent_key = f"drill_agent_{scope}"
+    agents = at.dataframe[1].value  # after the per-agent table
+    row = int(agents.index[agents["actor_id"] == "coder"][0])
+    at.session_state[agent_key] = {"selection": {"rows": [row], "columns": []}}
+    at.run()
     assert_clean(at)
-    assert str(worst["session_id"]) not in at.selectbox(key="stickiness_session").format_func(
-        at.selectbox(key="stickiness_session").value
-    )
+    session_table = at.dataframe[2].value
+    assert set(session_table["actor_id"]) == {"coder"}
+    mine = sessions[sessions["actor_id"] == "coder"]
+    assert len(session_table) == int((mine["calls"] > 0).sum())
+    at.session_state[f"drill_session_{scope}_coder"] = {"selection": {"rows": [1], "columns": []}}
+    at.run()
+    assert_clean(at)
+    picked = session_table.iloc[1]
+    with Analytics(workload_url, path=tmp_path / "expected.duckdb") as a:
+        want = a.session_attempts(
+            None, str(picked["session_id"]), "coder", str(picked["requested_model"])
+        )
+    shown = at.dataframe[3].value
+    assert list(shown["started_at"]) == list(want["started_at"])
+    assert list(shown["upstream"]) == list(want["upstream"])
+    assert metrics(at)["Switches"] == str(int(picked["switches"]))
+    assert any(fmt.plain(picked["session_id"]) in m.value for m in at.markdown)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from ledger.analytics import Filters
+from dashboards import fmt
+from ledger.analytics import Analytics, Filters
 from tests.dashboards.test_app import assert_clean, expected, metrics, open_page
 from tests.dashboards.workload import GPT, T0
 
@@ -48,7 +49,7 @@ def test_model_filter_keeps_one_model_on_the_verdict_page(workload_url: str) -> 
     assert len(at.main.header) == 2
     at.multiselect(key="filter_models").set_value([GPT]).run()
     assert_clean(at)
-    assert [h.value for h in at.main.header] == [GPT]
+    assert [h.value for h in at.main.header] == [fmt.plain(GPT)]
 
 
 def test_custom_dates_select_whole_utc_days(workload_url: str, tmp_path: Path) -> None:
@@ -65,9 +66,26 @@ def test_custom_dates_select_whole_utc_days(workload_url: str, tmp_path: Path) -
     assert any("No ledger rows match" in w.value for w in at.warning)
 
 
-def test_relative_range_outside_the_data_says_nothing_matches(workload_url: str) -> None:
+def test_last_hour_of_an_old_ledger_ends_at_its_latest_row(
+    workload_url: str, tmp_path: Path
+) -> None:
+    """The workload is from 2025: "Last hour" means its last hour, not an empty page."""
+    with Analytics(workload_url, path=tmp_path / "expected.duckdb") as a:
+        last = a.ledger_options().last_at
+    assert last is not None
+    end = last.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
+    want = expected(workload_url, tmp_path, OVERVIEW, Filters(start=end - dt.timedelta(hours=1)))
+    at = open_page(OVERVIEW)
+    at.selectbox(key="filter_range").set_value("Last hour").run()
+    assert_clean(at)
+    assert metrics(at)["Calls"] == want["Calls"] != "0"
+    assert any("latest row" in c.value for c in at.sidebar.caption)
+
+
+def test_dates_outside_the_data_say_nothing_matches(workload_url: str) -> None:
     at = open_page(STICKINESS)
-    at.selectbox(key="filter_range").set_value("Last hour").run()  # the workload is from 2025
+    at.selectbox(key="filter_range").set_value("Custom dates").run()
+    at.date_input(key="filter_dates").set_value((dt.date(2020, 1, 1), dt.date(2020, 1, 2))).run()
     assert_clean(at)
     assert any("No ledger rows match" in w.value for w in at.warning)
     assert not at.metric

@@ -17,6 +17,9 @@ def test_money_is_usd_with_cents_or_four_decimals_and_unknown_stays_unknown() ->
     assert fmt.money(Decimal("0.00123")) == "$0.0012"
     assert fmt.money(None) == "unknown"
     assert fmt.money(float("nan")) == "unknown"
+    assert fmt.dollars(Decimal("0.4766")) == "$0.48"  # amounts: 2 decimals
+    assert fmt.dollars(Decimal("-1234.5")) == "-$1,234.50"
+    assert fmt.dollars(None) == "unknown"
 
 
 def test_rates_are_percentages_and_undefined_is_a_dash() -> None:
@@ -76,3 +79,28 @@ def test_custom_dates_cover_whole_utc_days_both_included() -> None:
     start, end = day_range(dt.date(2025, 6, 2), dt.date(2025, 6, 3))
     assert start == dt.datetime(2025, 6, 2, tzinfo=dt.UTC)
     assert end == dt.datetime(2025, 6, 4, tzinfo=dt.UTC)
+
+
+def test_plain_makes_ledger_text_a_code_span_however_many_backticks() -> None:
+    from dashboards.fmt import plain
+
+    assert plain("[x](http://e.invalid)") == "` [x](http://e.invalid) `"
+    assert plain("a`b``c") == "``` a`b``c ```"  # the fence outruns every run inside
+    assert plain("m\x1b[2J\nx") == "` m\\x1b[2J x `"  # control characters shown, one line
+
+
+def test_relative_ranges_end_at_the_latest_row_when_it_is_older_than_now() -> None:
+    from dashboards.filters import range_end
+
+    now = dt.datetime(2026, 1, 2, 12, 0, 30, tzinfo=dt.UTC)
+    old = dt.datetime(2025, 11, 3, 18, 54, 31, tzinfo=dt.UTC)
+    assert range_end(now, old) == dt.datetime(2025, 11, 3, 18, 55, tzinfo=dt.UTC)
+    assert range_end(now, None) == now
+    assert range_end(now, now + dt.timedelta(seconds=5)) == now
+
+
+def test_upstream_labels_tell_a_direct_provider_from_an_openrouter_upstream() -> None:
+    from dashboards.charts import upstream_label
+
+    assert upstream_label("anthropic") == "anthropic (direct)"
+    assert upstream_label("Anthropic") == "Anthropic (OpenRouter upstream)"

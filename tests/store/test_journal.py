@@ -38,7 +38,7 @@ def test_a_segment_from_before_usage_reported_replays_as_reported(
         "",
     ]
     (journal / "segment-00000000000000000001-1-deadbeef.jsonl").write_text("\n".join(lines))
-    assert replay(sqlite_url, journal_dir=journal) == 1
+    assert replay(sqlite_url, journal_dir=journal).inserted == 1
     engine = make_engine(sqlite_url)
     with engine.connect() as conn:
         stored = conn.execute(select(token_usage)).one()

@@ -1,0 +1,166 @@
+"""Terminal tables that fit: a table when it fits, else grouped rows or one record per block.
+
+Rich squeezes a table that is wider than the terminal: numeric columns lose
+digits (``1274`` printed as ``12``) and text columns shrink to nothing. Here a
+table is printed only at its natural width; when that is wider than the
+console, :func:`print_frame` groups rows under headings (``agent · model``)
+and, if a group still does not fit, prints each row as a block of
+``column: value`` lines, saying so. Every cell from the ledger is plain text:
+rich markup in it is not interpreted and control characters (an ESC sequence
+in a model name) are shown escaped, so a row cannot restyle or clear the
+terminal.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any, Final
+
+import pandas as pd  # type: ignore[import-untyped]
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+RATE_SUFFIXES: Final = ("rate", "share", "stickiness")
+#: C0 controls (tab and newline included: a cell is one line), DEL and C1 controls.
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+#: Verdicts in words, as people say them.
+VERDICT_WORDS: Final[dict[str, str]] = {
+    "warranted": "warranted",
+    "not_warranted": "not warranted",
+    "insufficient_data": "insufficient data",
+    "does_not_apply": "does not apply",
+}
+VERDICT_STYLE: Final[dict[str, str]] = {
+    "warranted": "bold red",
+    "not_warranted": "green",
+    "insufficient_data": "yellow",
+    "does_not_apply": "dim",
+}
+
+
+def safe(value: object) -> str:
+    """``value`` as one printable line: control characters as ``\\x1b``-style escapes."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+
+
+def cell(value: Any, column: str) -> str:
+    """A value as the tables show it: money with 2 decimals (4 below $1), rates in %."""
+    if value is None or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, Decimal):
+        return f"${value:,.2f}" if abs(value) >= 1 else f"${value:,.4f}"
+    if isinstance(value, float):
+        if column.endswith(RATE_SUFFIXES):
+            return f"{100 * value:.1f}%"
+        return f"{value:,.2f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if column == "verdict":
+        return VERDICT_WORDS.get(str(value), safe(value))
+    return safe(value)
+
+
+def _styled(text: str, column: str, raw: Any) -> Text:
+    style = VERDICT_STYLE.get(str(raw), "") if column == "verdict" else ""
+    return Text(text, style=style)  # Text: markup in ledger strings stays literal
+
+
+def _numeric(frame: pd.DataFrame, column: str) -> bool:
+    dtype = frame[column].dtype
+    return bool(pd.api.types.is_numeric_dtype(dtype)) and not pd.api.types.is_bool_dtype(dtype)
+
+
+def frame_table(
+    title: str | None,
+    frame: pd.DataFrame,
+    columns: Sequence[str] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Table:
+    """A rich table of ``frame`` (or of its ``columns``) at its natural width, numbers
+    right-aligned; ``headers`` relabels columns. Cells never wrap: see :func:`fits`."""
+    shown = list(columns) if columns is not None else list(frame.columns)
+    # Light rules and no outer edge: two columns of borders fewer than rich's default box.
+    table = Table(
+        title=title,
+        title_justify="left",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+    for name in shown:
+        label = (headers or {}).get(name, name)
+        right = _numeric(frame, name) or name.endswith("_usd")
+        table.add_column(safe(label), justify="right" if right else "left", no_wrap=True)
+    for row in frame[shown].itertuples(index=False):
+        table.add_row(*(_styled(cell(v, c), c, v) for v, c in zip(row, shown, strict=True)))
+    return table
+
+
+def natural_width(console: Console, table: Table) -> int:
+    """The width ``table`` needs with no cell wrapped or cut."""
+    options = console.options.update_width(10_000)
+    return Measurement.get(console, options, table).maximum
+
+
+def fits(console: Console, table: Table) -> bool:
+    return natural_width(console, table) <= console.width
+
+
+def records(
+    frame: pd.DataFrame, columns: Sequence[str], headers: Mapping[str, str] | None = None
+) -> RenderableType:
+    """Each row as a block of ``column: value`` lines (values wrap, never cut)."""
+    labels = [safe((headers or {}).get(c, c)) for c in columns]
+    pad = max((len(label) for label in labels), default=0)
+    blocks: list[RenderableType] = []
+    for number, row in enumerate(frame[list(columns)].itertuples(index=False), start=1):
+        blocks.append(Text(f"-- record {number} --", style="dim"))
+        for label, column, value in zip(labels, columns, row, strict=True):
+            line = Text(f"{label:<{pad}} : ", style="bold")
+            line.append_text(_styled(cell(value, column), column, value))
+            blocks.append(line)
+    return Group(*blocks)
+
+
+def print_frame(
+    console: Console,
+    title: str,
+    frame: pd.DataFrame,
+    columns: Sequence[str],
+    *,
+    headers: Mapping[str, str] | None = None,
+    group_by: Sequence[str] = (),
+) -> None:
+    """``frame`` as a table if it fits ``console``; else grouped under ``group_by`` headings,
+    each group a table if it fits, else records. Never squeezes or cuts a value."""
+    console.print()
+    if frame.empty:
+        console.print(Text.assemble((title, "bold"), ": no rows yet"))
+        return
+    table = frame_table(title, frame, columns, headers)
+    if fits(console, table):
+        console.print(table)
+        return
+    console.print(Text(title, style="bold"))
+    if not group_by:
+        console.print(Text("(too wide for this terminal: one record per block)", style="dim"))
+        console.print(records(frame, columns, headers))
+        return
+    rest = [c for c in columns if c not in group_by]
+    for key, part in frame.groupby(list(group_by), dropna=False, sort=False):
+        values = key if isinstance(key, tuple) else (key,)
+        heading = " · ".join(cell(v, c) for v, c in zip(values, group_by, strict=True))
+        console.print(Text(heading, style="bold cyan"))
+        sub = frame_table(None, part, rest, headers)
+        console.print(sub if fits(console, sub) else records(part, rest, headers))

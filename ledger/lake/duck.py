@@ -1,0 +1,41 @@
+"""The views over a Parquet lake in DuckDB: the lake's committed files, every view.
+
+For an analyst with the lake and no ledger: ``connect("s3://bucket/ledger")``
+returns an in-memory DuckDB connection where ``token_usage`` is the lake's
+committed rows (read through ``pyarrow.dataset``, so any ``pyarrow.fs`` target
+works without DuckDB extensions) and every analytics view is defined over it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow.dataset as pads
+
+from ledger.analytics.settings import AnalyticsSettings
+from ledger.lake import manifest as mf
+from ledger.lake.export import lake_schema, open_target
+from ledger.lake.views import definitions, inline_settings, settings_values
+from ledger.schema import TABLE_NAME
+
+
+def dataset(target: str | Path) -> pads.Dataset:
+    """The lake's committed files as one Arrow dataset (empty for a new lake)."""
+    filesystem, root = open_target(target)
+    manifest = mf.read(filesystem, root)
+    paths = [f"{root}/{f.path}" for f in manifest.files]
+    return pads.dataset(paths, schema=lake_schema(), filesystem=filesystem, format="parquet")
+
+
+def connect(
+    target: str | Path, settings: AnalyticsSettings | None = None
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with ``token_usage`` and every view over the lake."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.register(TABLE_NAME, dataset(target))
+    values = settings_values(settings)
+    for name, body in definitions():
+        con.execute(f"CREATE VIEW {name} AS {inline_settings(body, values)}")
+    return con

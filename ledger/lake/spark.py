@@ -1,0 +1,119 @@
+"""The analytics views on Apache Spark, over a ledger lake: locally or with ``spark-submit``.
+
+Locally (``pip install 'ledger[spark]'``, Java 17)::
+
+    from ledger.lake.spark import local_session, register_views
+    spark = local_session()
+    register_views(spark, "/data/ledger-lake")
+    spark.sql("SELECT * FROM provider_order_verdict").show()
+
+On a cluster, this module is the job: it registers the views over the lake and
+writes each one as a Parquet table under ``--out``::
+
+    job=$(python -c 'import ledger.lake.spark as m; print(m.__file__)')
+    spark-submit --py-files ledger.zip "$job" \\
+        --lake s3a://bucket/ledger-lake --out s3a://bucket/ledger-views
+
+The views are the DuckDB definitions rewritten by :mod:`ledger.lake.spark_sql`,
+so both engines answer from one text. Spark runs with the session time zone
+UTC (the views bucket by UTC day) and reads only the files the lake's manifest
+commits.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from ledger.analytics.settings import AnalyticsSettings
+from ledger.lake import manifest as mf
+from ledger.lake.export import PARTITION, lake_schema, open_target
+from ledger.lake.spark_sql import to_spark
+from ledger.lake.views import definitions, settings_values
+from ledger.schema import TABLE_NAME
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Spark's schemes for object stores, and the ``pyarrow.fs`` ones that read the manifest.
+_ARROW_SCHEMES: Final = {"s3a": "s3", "s3n": "s3", "gs": "gs", "gcs": "gs"}
+
+
+def local_session(app_name: str = "ledger-views", cores: int = 2) -> SparkSession:
+    """A local Spark session set up as the views need (UTC, no UI, few shuffle partitions)."""
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(app_name)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        # The views aggregate small results: a few shuffle partitions, not 200.
+        .config("spark.sql.shuffle.partitions", str(cores))
+        .getOrCreate()
+    )
+
+
+def read_lake(spark: SparkSession, lake: str | Path) -> DataFrame:
+    """The lake's committed rows, typed as :func:`ledger.lake.export.lake_schema`."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    uri = _spark_uri(lake)
+    filesystem, root = open_target(_arrow_uri(uri))
+    files = [f"{uri}/{f.path}" for f in mf.read(filesystem, root).files]
+    schema = from_arrow_schema(lake_schema())
+    if not files:
+        return spark.createDataFrame([], schema)
+    frame = spark.read.option("basePath", uri).schema(schema).parquet(*files)
+    return frame.drop(PARTITION) if PARTITION in frame.columns else frame
+
+
+def register_views(
+    spark: SparkSession, lake: str | Path, settings: AnalyticsSettings | None = None
+) -> list[str]:
+    """Register ``token_usage`` and every analytics view as temporary views; their names."""
+    read_lake(spark, lake).createOrReplaceTempView(TABLE_NAME)
+    values = settings_values(settings)
+    names: list[str] = []
+    for name, body in definitions():
+        spark.sql(to_spark(body, values)).createOrReplaceTempView(name)
+        names.append(name)
+    return names
+
+
+def _spark_uri(lake: str | Path) -> str:
+    text = str(lake)
+    if "://" in text:
+        return text.rstrip("/")
+    return Path(text).expanduser().resolve().as_uri()
+
+
+def _arrow_uri(spark_uri: str) -> str:
+    scheme, _, rest = spark_uri.partition("://")
+    return f"{_ARROW_SCHEMES.get(scheme, scheme)}://{rest}"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``spark-submit …/spark.py --lake URI --out URI [--view NAME …]``."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--lake", required=True, help="the lake written by `ledger export`")
+    parser.add_argument("--out", required=True, help="where each view is written as Parquet")
+    parser.add_argument("--view", action="append", help="only these views (repeatable)")
+    args = parser.parse_args(argv)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.appName("ledger-views")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    names = register_views(spark, args.lake)
+    for name in args.view or names:
+        spark.table(name).write.mode("overwrite").parquet(f"{args.out.rstrip('/')}/{name}")
+
+
+if __name__ == "__main__":
+    main()
