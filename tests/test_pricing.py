@@ -138,3 +138,27 @@ def test_one_hour_cache_writes_are_priced_at_their_own_rate() -> None:
     # Sonnet 4.5: $3/M input, $3.75/M 5-minute writes, $6/M 1-hour writes, $15/M output.
     expected = (10 * 3 + 400 * Decimal("3.75") + 600 * 6 + 20 * 15) / Decimal(1_000_000)
     assert cost == expected
+
+
+def test_a_local_base_url_without_a_mapping_is_priced_by_its_model_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A proxy on loopback names no provider; the model name still does.
+    at_proxy = {"provider": "openai_compatible", "provider_id": None}
+    cost = pricing.attempt_cost(
+        usage=USAGE,
+        model="gpt-4o-mini",
+        reported=None,
+        api_url="http://127.0.0.1:4000/v1",
+        **at_proxy,
+    )
+    assert cost.source == "computed" and cost.usd is not None and cost.usd > 0
+    model = f"local-llama-{uuid.uuid4().hex[:8]}"
+    with caplog.at_level(logging.WARNING):
+        unknown = pricing.attempt_cost(
+            usage=USAGE, model=model, reported=None, api_url="http://127.0.0.1:4000/v1", **at_proxy
+        )
+    assert unknown.usd is None
+    (line,) = [r.getMessage() for r in caplog.records if model in r.getMessage()]
+    assert "LookupError" not in line
+    assert "names no provider" in line and "providers={base_url: 'openai'}" in line
