@@ -63,7 +63,7 @@ BASELINES: dict[str, list[Callable[[Analytics], Any]]] = {
     "views/cache.py": [
         lambda a: a.cache_hits_by_agent(F),
         lambda a: a.cache_hits(F),
-        lambda a: a.cache_decay(F),
+        lambda a: a.cache_decay_by_key(F),
     ],
     "views/cost.py": [
         lambda a: a.cost_attribution(F),

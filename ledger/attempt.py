@@ -25,6 +25,7 @@ from ledger.errors import (
     redact,
 )
 from ledger.events import ABANDONED, ErrorType, UsageEvent, check_tags, check_text
+from ledger.price_overrides import NO_OVERRIDES, PriceBook
 from ledger.pricing import Cost, attempt_cost
 from ledger.providers.base import ChatRequest, ErrorBody, InBandError, Parsed, Provider, Usage
 from ledger.schema import STRING_LIMITS
@@ -284,25 +285,24 @@ def in_band_failure(
     return exc
 
 
-def cost_of(prep: Prepared, parsed: Parsed | None) -> Cost:
+def cost_of(prep: Prepared, parsed: Parsed | None, prices: PriceBook = NO_OVERRIDES) -> Cost:
+    """The attempt's cost. Only the model that served the call is priced: the one
+    the response names, else (a response naming none) the one asked for. Pricing
+    the requested model instead of an unpriced served one would invent a figure
+    (a ``:free`` model asked for, a paid one served, read as a $0 call)."""
     if parsed is None:
         return Cost()
     provider = prep.target.provider
-    models = [m for m in (parsed.model, prep.target.model) if m]
-    cost = Cost()
-    for model in dict.fromkeys(models):  # the served model first, then the one asked for
-        cost = attempt_cost(
-            usage=parsed.usage,
-            model=model,
-            reported=parsed.provider_cost_usd,
-            provider=provider.name,
-            provider_id=provider.prices_provider_id,
-            api_url=provider.base_url,
-            at=prep.started_at,
-        )
-        if cost.usd is not None:
-            break
-    return cost
+    return attempt_cost(
+        usage=parsed.usage,
+        model=parsed.model or prep.target.model,
+        reported=parsed.provider_cost_usd,
+        provider=provider.name,
+        provider_id=provider.prices_provider_id,
+        api_url=provider.base_url,
+        at=prep.started_at,
+        overrides=prices,
+    )
 
 
 def build_event(
@@ -370,6 +370,7 @@ def build_event(
         locale=call.locale,
         tags=dict(call.tags) if call.tags is not None else None,
         usage_reported=reported,
+        usage_details=usage.details(),
     )
 
 

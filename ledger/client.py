@@ -54,6 +54,7 @@ from ledger.errors import (
     map_transport_errors,
 )
 from ledger.events import UsageEvent, new_id
+from ledger.price_overrides import PriceBook, load_prices
 from ledger.providers import Provider, make_provider
 from ledger.providers.base import Parsed
 from ledger.session_key import DEFAULT_PREFIX
@@ -79,8 +80,12 @@ class _Base:
         strict: bool = False,
         clock: Clock | None = None,
         guard: BudgetGuard | None = None,
+        prices: PriceBook | None = None,
     ) -> None:
         self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
+        #: Price overrides for computed costs; None reads the nearest price file
+        #: (ledger.price_overrides), so a bad one fails here, before any call.
+        self.prices = prices if prices is not None else load_prices()
         #: Optional budget guard (ledger.budgets): consulted before each attempt is sent.
         self.guard = guard
         items = providers.values() if isinstance(providers, Mapping) else providers or ()
@@ -221,7 +226,7 @@ class _Base:
             error=error,
             http_status=status,
             streamed=streamed,
-            cost=cost_of(prep, parsed),
+            cost=cost_of(prep, parsed, self.prices),
             abandoned=abandoned,
             cut_short=cut_short,
         )
@@ -269,6 +274,7 @@ class Client(_Base):
         strict: bool = False,
         clock: Clock | None = None,
         guard: BudgetGuard | None = None,
+        prices: PriceBook | None = None,
     ) -> None:
         super().__init__(
             providers=providers,
@@ -278,6 +284,7 @@ class Client(_Base):
             strict=strict,
             clock=clock,
             guard=guard,
+            prices=prices,
         )
         self._owns_http = http_client is None
         self.http = http_client or httpx.Client(timeout=timeout)
@@ -389,6 +396,7 @@ class AsyncClient(_Base):
         strict: bool = False,
         clock: Clock | None = None,
         guard: BudgetGuard | None = None,
+        prices: PriceBook | None = None,
     ) -> None:
         super().__init__(
             providers=providers,
@@ -398,6 +406,7 @@ class AsyncClient(_Base):
             strict=strict,
             clock=clock,
             guard=guard,
+            prices=prices,
         )
         self._owns_http = http_client is None
         self.http = http_client or httpx.AsyncClient(timeout=timeout)

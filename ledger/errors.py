@@ -446,6 +446,22 @@ class BudgetConfigurationError(ConfigurationError):
         self.expected = expected
 
 
+class PriceConfigurationError(ConfigurationError):
+    """A price-override file (``[[tool.ledger.prices]]`` in pyproject.toml,
+    ``[[prices]]`` in ledger.toml) cannot be used: bad TOML, an unknown key, a
+    rate that is not a number >= 0, a bad date or hour window, two overrides for
+    the same provider, model, date and hours.
+
+    ``path`` is the file, ``key`` the key at fault, ``expected`` what it should hold.
+    """
+
+    def __init__(self, message: str, *, path: str, key: str, expected: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.key = key
+        self.expected = expected
+
+
 class BudgetExceeded(LedgerError):
     """Raised by the client *before* sending a call that could take a budget past its limit.
 
@@ -474,3 +490,12 @@ class BudgetExceeded(LedgerError):
         self.spent_usd = spent_usd
         self.estimate_usd = estimate_usd
         self.limit_usd = limit_usd
+
+
+class ReconcileError(LedgerError):
+    """``ledger reconcile`` could not get what the bill says (the endpoint kept failing,
+    or answered something that is not a bill). Rows not yet reconciled stay so."""
+
+
+class ReconcileAuthError(ReconcileError):
+    """The billing endpoint refused the key (401/403): nothing more is fetched."""

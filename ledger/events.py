@@ -34,7 +34,7 @@ ErrorType = Literal[
     "stream_interrupted",
     "abandoned",
 ]
-CostSource = Literal["provider", "computed"]
+CostSource = Literal["provider", "computed", "incomplete"]
 
 STATUSES: Final = frozenset({"ok", "error"})
 ERROR_TYPES: Final = frozenset(
@@ -52,7 +52,7 @@ ERROR_TYPES: Final = frozenset(
 #: ended: an ``error`` row (its usage is partial, so it is no served attempt),
 #: but not the provider's failure (see the README's "What a row says").
 ABANDONED: Final[ErrorType] = "abandoned"
-COST_SOURCES: Final = frozenset({"provider", "computed"})
+COST_SOURCES: Final = frozenset({"provider", "computed", "incomplete"})
 
 #: Token counters are stored as 64-bit integers (``bigint``).
 MAX_TOKENS: Final = 2**63 - 1
@@ -121,6 +121,7 @@ class UsageEvent:
     locale: str | None = None
     tags: dict[str, Any] | None = None
     usage_reported: bool = True
+    usage_details: dict[str, dict[str, int]] | None = None
 
     def replace(self, **changes: Any) -> UsageEvent:
         """A copy with ``changes`` applied (a new ``event_id`` is not implied)."""
@@ -231,6 +232,25 @@ _encode_tags: Callable[[Any], str] = json.JSONEncoder(
 ).encode
 
 
+def _usage_details(value: Any) -> str | None:
+    if value is None:
+        return None
+    ok = isinstance(value, dict) and all(
+        isinstance(part, str)
+        and isinstance(split, dict)
+        and all(
+            isinstance(k, str) and type(n) is int and 0 <= n <= MAX_TOKENS for k, n in split.items()
+        )
+        for part, split in value.items()
+    )
+    if not ok:
+        raise _fail("usage_details", value, "expected {part: {modality: tokens}} or None")
+    text = _encode_tags(value)
+    if len(text) > MAX_TAGS_BYTES:
+        raise _fail("usage_details", value, f"{len(text)} characters of JSON, too long")
+    return text
+
+
 def to_row(event: UsageEvent) -> tuple[Any, ...]:
     """Validate ``event`` and return its wire row (see the module docstring).
 
@@ -297,6 +317,7 @@ def to_row(event: UsageEvent) -> tuple[Any, ...]:
         e.locale,
         _tags(e.tags),
         flags[3],
+        _usage_details(e.usage_details),
     )
 
 

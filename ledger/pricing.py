@@ -1,11 +1,16 @@
 """What an attempt cost: the provider's own figure, else genai-prices, else unknown.
 
 * ``provider``: the response reported its cost (OpenRouter's ``usage.cost``).
-* ``computed``: genai-prices priced the normalised usage, cache reads and
+* ``computed``: a price override (:mod:`ledger.price_overrides`) for the
+  provider and served model, else genai-prices, priced the normalised usage, cache reads and
   writes at their own rates (genai-prices takes ``input_tokens`` as the total,
   cache included, exactly as the contract does).
+* ``incomplete``: as ``computed``, but the price lacks a rate the usage needs
+  (cache read or write, 1-hour write, audio): those tokens are priced at the
+  text/input rate genai-prices itself falls back to, so the figure is a guess
+  the bill will not match. A price override (or a billed figure) fixes it.
 * unknown: ``Cost(None, None)``, never 0; the reason is logged once per
-  provider and model.
+  provider and model. Only the model that served the call is ever priced.
 
 Only the price data bundled with the installed genai-prices is used: we build
 our own snapshot from it, so an ``UpdatePrices`` started elsewhere in the
@@ -22,6 +27,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from ledger.events import CostSource
+from ledger.price_overrides import NO_OVERRIDES, PriceBook
 from ledger.providers.base import Usage
 
 log = logging.getLogger(__name__)
@@ -32,7 +38,7 @@ _MAX_COST: Final = Decimal(10) ** 9
 @dataclass(frozen=True, slots=True)
 class Cost:
     """An attempt's cost: ``usd`` (None when unknown, never 0 for unknown) and where it
-    came from (``provider``, ``computed``, or None with ``usd``)."""
+    came from (``provider``, ``computed``, ``incomplete``, or None with ``usd``)."""
 
     usd: Decimal | None = None
     source: CostSource | None = None
@@ -67,7 +73,16 @@ def _warn_once(provider: str, model: str, reason: str) -> None:
 
 
 _TOKEN_KEYS: Final = frozenset(
-    {"input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok", "cache_write_1h_mtok"}
+    {
+        "input_mtok",
+        "output_mtok",
+        "cache_read_mtok",
+        "cache_write_mtok",
+        "cache_write_1h_mtok",
+        "input_audio_mtok",
+        "cache_audio_read_mtok",
+        "output_audio_mtok",
+    }
 )
 _MTOK: Final = Decimal(1_000_000)
 
@@ -85,6 +100,30 @@ def _rate(price: Any, total_input: int) -> Decimal | None:
     return base
 
 
+def missing_rates(prices: Any, usage: Usage) -> tuple[str, ...]:
+    """The components ``usage`` needs that ``prices`` has no rate for.
+
+    Each one is billed by the provider at its own rate (a cache read at a
+    discount, audio at a premium); pricing it at another rate is a guess, so a
+    cost with any of these is ``incomplete``, not ``computed``.
+    """
+    has = {key for key, value in vars(prices).items() if value is not None}
+    write_1h = min(usage.cache_write_1h_tokens, usage.cache_write_tokens)
+    needed = (
+        ("cache read", usage.cache_read_tokens - usage.cache_audio_read_tokens, "cache_read_mtok"),
+        ("cache write", usage.cache_write_tokens - write_1h, "cache_write_mtok"),
+        ("1-hour cache write", write_1h, "cache_write_1h_mtok"),
+        (
+            "audio input",
+            usage.input_audio_tokens - usage.cache_audio_read_tokens,
+            "input_audio_mtok",
+        ),
+        ("audio cache read", usage.cache_audio_read_tokens, "cache_audio_read_mtok"),
+        ("audio output", usage.output_audio_tokens, "output_audio_mtok"),
+    )
+    return tuple(name for name, count, key in needed if count > 0 and key not in has)
+
+
 def _linear_price(prices: Any, usage: Usage) -> Decimal | None:
     """The price as a sum of count x rate, or None when the model's price is not that simple.
 
@@ -92,10 +131,12 @@ def _linear_price(prices: Any, usage: Usage) -> Decimal | None:
     for token-only prices this reduces to a sum with the same meaning: cache
     reads and writes are subsets of input, priced at their own rates when the
     model has them, else at the input rate; 1-hour cache writes are a subset of
-    the writes, at the model's 1-hour rate; finer units (audio, searches) are zero
-    in our usage so their rates add nothing. Anything else (per-request fees,
-    unknown price shapes, 1-hour writes on a model without a 1-hour rate) goes to
-    genai-prices itself.
+    the writes, at the model's 1-hour rate; audio input, cached audio and audio
+    output are subsets of input, cache reads and output, at the audio rates when
+    the model has them, else at the text rates (a missing rate makes the cost
+    ``incomplete``, see :func:`missing_rates`). Anything else (per-request fees,
+    unknown price shapes, 1-hour writes on a model without a 1-hour rate) goes
+    to genai-prices itself.
     """
     rates: dict[str, Decimal] = {}
     for key, value in vars(prices).items():
@@ -109,11 +150,18 @@ def _linear_price(prices: Any, usage: Usage) -> Decimal | None:
         elif key == "requests_kcount" or not key.endswith(("_mtok", "_kcount")):
             return None
     read, write = usage.cache_read_tokens, usage.cache_write_tokens
+    audio_read = min(usage.cache_audio_read_tokens, read)
+    audio_in = max(usage.input_audio_tokens, audio_read) - audio_read  # uncached audio
+    input_rate = rates.get("input_mtok", Decimal(0))
+    read_rate = rates.get("cache_read_mtok", input_rate)
     uncached = usage.input_tokens
     total = Decimal(0)
-    if "cache_read_mtok" in rates:
+    if "cache_read_mtok" in rates or "cache_audio_read_mtok" in rates:
         uncached -= read
-        total += read * rates["cache_read_mtok"]
+        total += (read - audio_read) * read_rate
+        total += audio_read * rates.get("cache_audio_read_mtok", read_rate)
+    elif audio_read:
+        audio_in += audio_read  # no cache rate at all: cached audio is audio input
     write_1h = min(usage.cache_write_1h_tokens, write)
     if write_1h:
         if "cache_write_1h_mtok" not in rates or "cache_write_mtok" not in rates:
@@ -122,10 +170,15 @@ def _linear_price(prices: Any, usage: Usage) -> Decimal | None:
     if "cache_write_mtok" in rates:
         uncached -= write
         total += (write - write_1h) * rates["cache_write_mtok"]
+    uncached -= audio_in
     if uncached < 0:
         return None  # counts disagree; let genai-prices decide how to treat them
-    total += uncached * rates.get("input_mtok", Decimal(0))
-    total += usage.output_tokens * rates.get("output_mtok", Decimal(0))
+    total += audio_in * rates.get("input_audio_mtok", input_rate)
+    total += uncached * input_rate
+    output_rate = rates.get("output_mtok", Decimal(0))
+    audio_out = min(usage.output_audio_tokens, usage.output_tokens)
+    total += (usage.output_tokens - audio_out) * output_rate
+    total += audio_out * rates.get("output_audio_mtok", output_rate)
     return total / _MTOK
 
 
@@ -140,12 +193,23 @@ def _library_price(
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
         cache_write_1h_tokens=usage.cache_write_1h_tokens or None,
+        input_audio_tokens=usage.input_audio_tokens or None,
+        cache_audio_read_tokens=usage.cache_audio_read_tokens or None,
+        output_audio_tokens=usage.output_audio_tokens or None,
     )
     total: Decimal = snapshot.calc(price_usage, model, provider_id, api_url, at).total_price
     return total
 
 
-def computed_cost(
+@dataclass(frozen=True, slots=True)
+class Priced:
+    """A computed price and the components it had no rate for (empty: complete)."""
+
+    usd: Decimal
+    missing: tuple[str, ...] = ()
+
+
+def computed_price(
     usage: Usage,
     model: str,
     *,
@@ -153,8 +217,9 @@ def computed_cost(
     provider_id: str | None,
     api_url: str | None = None,
     at: dt.datetime | None = None,
-) -> Decimal | None:
-    """genai-prices' figure for ``usage`` on ``model``; None (reason logged once) if unpriced."""
+) -> Priced | None:
+    """genai-prices' figure for ``usage`` on ``model`` at ``at`` (time-of-day and
+    start-date prices included), with what it lacked; None (reason logged once) if unpriced."""
     at = at or dt.datetime.now(dt.UTC)
     url = None if provider_id else api_url
     try:
@@ -168,7 +233,9 @@ def computed_cost(
             # (a proxy serving gpt-4o-mini is priced as gpt-4o-mini), and price by it.
             url = None
             _, info = snapshot.find_provider_model(model, None, None, None)
-        total = _linear_price(info.get_prices(at), usage)
+        prices = info.get_prices(at)
+        missing = missing_rates(prices, usage)
+        total = _linear_price(prices, usage)
         if total is None:
             total = _library_price(snapshot, usage, model, provider_id, url, at)
     except LookupError:
@@ -188,7 +255,23 @@ def computed_cost(
     if not isinstance(total, Decimal) or not total.is_finite() or not 0 <= total < _MAX_COST:
         _warn_once(provider, model, f"genai-prices returned {total!r}")
         return None
-    return total
+    return Priced(total, missing)
+
+
+def computed_cost(
+    usage: Usage,
+    model: str,
+    *,
+    provider: str,
+    provider_id: str | None,
+    api_url: str | None = None,
+    at: dt.datetime | None = None,
+) -> Decimal | None:
+    """The figure of :func:`computed_price` alone (an estimate for budgets and what-ifs)."""
+    priced = computed_price(
+        usage, model, provider=provider, provider_id=provider_id, api_url=api_url, at=at
+    )
+    return None if priced is None else priced.usd
 
 
 def attempt_cost(
@@ -200,6 +283,7 @@ def attempt_cost(
     provider_id: str | None,
     api_url: str | None = None,
     at: dt.datetime | None = None,
+    overrides: PriceBook = NO_OVERRIDES,
 ) -> Cost:
     """The cost to record for one attempt (see the module docstring for the order)."""
     if reported is not None:
@@ -209,7 +293,17 @@ def attempt_cost(
     if not model:
         _warn_once(provider, "", "no model name to price")
         return UNKNOWN
-    total = computed_cost(
-        usage, model, provider=provider, provider_id=provider_id, api_url=api_url, at=at
-    )
-    return UNKNOWN if total is None else Cost(total, "computed")
+    at = at or dt.datetime.now(dt.UTC)
+    override = overrides.find(provider, model, at)
+    if override is not None:
+        priced: Priced | None = Priced(*override.price(usage))
+    else:
+        priced = computed_price(
+            usage, model, provider=provider, provider_id=provider_id, api_url=api_url, at=at
+        )
+    if priced is None:
+        return UNKNOWN
+    if priced.missing:
+        _warn_once(provider, model, f"no rate for {', '.join(priced.missing)}; cost incomplete")
+        return Cost(priced.usd, "incomplete")
+    return Cost(priced.usd, "computed")

@@ -129,50 +129,147 @@ _BigIntId = BigInteger().with_variant(Integer(), "sqlite")
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
+
+def _columns(*, partitioned: bool) -> list[Column[Any]]:
+    """The columns, fresh for each table built from them.
+
+    ``partitioned``: PostgreSQL's range-partitioned shape, where the partition key
+    ``started_at`` joins ``id`` in the primary key and ``event_id`` is unique
+    together with ``started_at`` (PostgreSQL requires the key in every unique
+    index of a partitioned table; see :func:`partitioned_token_usage`).
+    """
+    return [
+        Column("id", _BigIntId, primary_key=True, autoincrement=True),
+        Column("event_id", String(36), nullable=False, unique=not partitioned),
+        Column("call_id", String(36), nullable=False),
+        Column("attempt", SmallInteger, nullable=False),
+        Column("started_at", UTCDateTime(), nullable=False, primary_key=partitioned),
+        Column("latency_ms", Float),
+        Column("ttft_ms", Float),
+        Column("session_id", String(256)),
+        Column("actor_id", String(256)),
+        Column("session_key", String(256)),
+        Column("requested_provider", String(64), nullable=False),
+        Column("requested_model", String(256), nullable=False),
+        Column("provider", String(64), nullable=False),
+        Column("model", String(256)),
+        Column("upstream", String(128)),
+        Column("generation_id", String(128)),
+        Column("routing_sort", String(32)),
+        Column("routing_order", String(512)),
+        Column("status", String(16), nullable=False),
+        Column("error_type", String(32)),
+        Column("http_status", SmallInteger),
+        Column("input_tokens", BigInteger, nullable=False, server_default=text("0")),
+        Column("output_tokens", BigInteger, nullable=False, server_default=text("0")),
+        Column("cache_read_tokens", BigInteger, nullable=False, server_default=text("0")),
+        Column("cache_write_tokens", BigInteger, nullable=False, server_default=text("0")),
+        Column("reasoning_tokens", BigInteger, nullable=False, server_default=text("0")),
+        Column("cost_usd", Money()),
+        Column("cost_source", String(16)),
+        Column("response_cache_hit", Boolean, nullable=False, server_default=false()),
+        Column("streamed", Boolean, nullable=False, server_default=false()),
+        Column("paused", Boolean, nullable=False, server_default=false()),
+        Column("locale", String(35)),
+        Column("tags", JSON),
+        Column("usage_reported", Boolean, nullable=False, server_default=true()),
+        # The per-modality token split the response reported ({"input": {"audio": n, ...},
+        # "cache_read": {...}, "output": {...}}); null when it reported none.
+        Column("usage_details", JSON),
+        # What the bill says, stored after the fact by ``ledger reconcile`` (never by the
+        # writer): cost_usd keeps the estimate made at call time. ``billed_at`` is when the
+        # billed figure was stored (null: not reconciled yet); ``billing`` holds the
+        # aggregator's other figures (cache discount, upstream cost, native token counts).
+        Column("billed_cost_usd", Money()),
+        Column("billed_at", UTCDateTime()),
+        Column("billing", JSON),
+    ]
+
+
 token_usage = Table(
     TABLE_NAME,
     metadata,
-    Column("id", _BigIntId, primary_key=True, autoincrement=True),
-    Column("event_id", String(36), nullable=False, unique=True),
-    Column("call_id", String(36), nullable=False),
-    Column("attempt", SmallInteger, nullable=False),
-    Column("started_at", UTCDateTime(), nullable=False),
-    Column("latency_ms", Float),
-    Column("ttft_ms", Float),
-    Column("session_id", String(256)),
-    Column("actor_id", String(256)),
-    Column("session_key", String(256)),
-    Column("requested_provider", String(64), nullable=False),
-    Column("requested_model", String(256), nullable=False),
-    Column("provider", String(64), nullable=False),
-    Column("model", String(256)),
-    Column("upstream", String(128)),
-    Column("generation_id", String(128)),
-    Column("routing_sort", String(32)),
-    Column("routing_order", String(512)),
-    Column("status", String(16), nullable=False),
-    Column("error_type", String(32)),
-    Column("http_status", SmallInteger),
-    Column("input_tokens", BigInteger, nullable=False, server_default=text("0")),
-    Column("output_tokens", BigInteger, nullable=False, server_default=text("0")),
-    Column("cache_read_tokens", BigInteger, nullable=False, server_default=text("0")),
-    Column("cache_write_tokens", BigInteger, nullable=False, server_default=text("0")),
-    Column("reasoning_tokens", BigInteger, nullable=False, server_default=text("0")),
-    Column("cost_usd", Money()),
-    Column("cost_source", String(16)),
-    Column("response_cache_hit", Boolean, nullable=False, server_default=false()),
-    Column("streamed", Boolean, nullable=False, server_default=false()),
-    Column("paused", Boolean, nullable=False, server_default=false()),
-    Column("locale", String(35)),
-    Column("tags", JSON),
-    Column("usage_reported", Boolean, nullable=False, server_default=true()),
+    *_columns(partitioned=False),
     Index(None, "session_id", "actor_id", "started_at"),
-    Index(None, "started_at"),
+    # BRIN on PostgreSQL: rows arrive in started_at order, so block ranges are
+    # tight and the index is a few pages per partition; SQLite keeps a b-tree.
+    Index(None, "started_at", postgresql_using="brin"),
     Index(None, "call_id"),
+    # Ids are never reused, even after the highest rows are deleted: the
+    # analytics copy keys rows by id (PostgreSQL sequences never go back).
+    sqlite_autoincrement=True,
 )
 
-#: Column names in table order, without the autoincrement ``id``.
-EVENT_COLUMNS: Final[tuple[str, ...]] = tuple(c.name for c in token_usage.columns if c.name != "id")
+CHANGES_TABLE: Final = "ledger_changes"
+
+#: The change log: one row per inserted, updated or deleted ``token_usage`` row,
+#: written by triggers (migration 0003) in the writing transaction. ``seq`` is
+#: the log's own order; readers find what changed since they last looked (see
+#: :mod:`ledger.analytics.changes`).
+ledger_changes = Table(
+    CHANGES_TABLE,
+    metadata,
+    Column("seq", _BigIntId, primary_key=True, autoincrement=True),
+    Column("row_id", BigInteger, nullable=False),
+    # No AUTOINCREMENT: SQLite's rowid is max + 1, and nothing deletes the
+    # log's newest entries, so a seq is never handed out twice; AUTOINCREMENT
+    # would write sqlite_sequence on every logged row.
+)
+
+#: The column PostgreSQL partitions ``token_usage`` on, by calendar month (UTC).
+PARTITION_KEY: Final = "started_at"
+
+
+def partitioned_token_usage(target: MetaData, name: str = TABLE_NAME) -> Table:
+    """``token_usage`` as PostgreSQL stores it: range-partitioned by month on ``started_at``.
+
+    Same columns and indexes as :data:`token_usage`; only the keys differ,
+    because PostgreSQL needs the partition key in every unique index:
+
+    * primary key ``(id, started_at)``: ``id`` still comes from one sequence, so
+      it stays unique on its own (the analytics copy keys rows by it);
+    * ``event_id`` unique together with ``started_at``. The writer's
+      idempotency is unchanged: a replayed event is the same wire row (its
+      ``event_id`` and ``started_at`` are fields of one immutable event,
+      journaled together), so it hits the same key and is skipped. What is not
+      enforced any more is the same ``event_id`` with a *different*
+      ``started_at``, which only a hand-made row could carry.
+
+    ``name`` builds the table under another name (``ledger db partition`` fills
+    a new table beside the old one, then swaps the names).
+    """
+    return Table(
+        name,
+        target,
+        *_columns(partitioned=True),
+        UniqueConstraint("event_id", PARTITION_KEY),
+        Index(None, "session_id", "actor_id", "started_at"),
+        Index(None, "started_at", postgresql_using="brin"),
+        Index(None, "call_id"),
+        postgresql_partition_by=f"RANGE ({PARTITION_KEY})",
+    )
+
+
+def metadata_for(dialect: str) -> MetaData:
+    """The tables as ``dialect`` stores them: PostgreSQL's ``token_usage`` is partitioned."""
+    if dialect != "postgresql":
+        return metadata
+    target = MetaData(naming_convention=NAMING_CONVENTION)
+    for table in metadata.sorted_tables:
+        if table.name == TABLE_NAME:
+            partitioned_token_usage(target)
+        else:
+            table.to_metadata(target)
+    return target
+
+
+#: Columns written after the fact by ``ledger reconcile``, never by the writer.
+BILLED_COLUMNS: Final = ("billed_cost_usd", "billed_at", "billing")
+
+#: Column names in table order, without the autoincrement ``id`` and the billed columns.
+EVENT_COLUMNS: Final[tuple[str, ...]] = tuple(
+    c.name for c in token_usage.columns if c.name != "id" and c.name not in BILLED_COLUMNS
+)
 
 #: Maximum length of every bounded string column, for validation at the caller.
 STRING_LIMITS: Final[dict[str, int]] = {

@@ -14,6 +14,7 @@ from sqlalchemy import Connection
 
 from ledger.schema import metadata
 from ledger.store.engine import make_engine
+from ledger.store.migrate import include_name
 
 config = context.config
 if config.config_file_name is not None and "connection" not in config.attributes:
@@ -27,6 +28,7 @@ def _run(connection: Connection) -> None:
         # SQLite cannot ALTER most things: batch mode recreates the table.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=include_name,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -9,6 +9,7 @@ runs never share rows) and drops it at the end.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import uuid
 from collections.abc import Iterator
@@ -16,10 +17,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from sqlalchemy import Engine, delete
+from sqlalchemy import Engine, delete, text
 from sqlalchemy.engine import make_url
 
 from ledger.schema import metadata
+from ledger.store import repartition
 from ledger.store.engine import make_engine
 from ledger.store.migrate import upgrade
 from tests.llm_loopback import LoopbackLLM, Rows
@@ -90,6 +92,23 @@ def pg_url(pg_server_url: str) -> Iterator[str]:
             for table in reversed(metadata.sorted_tables):  # token_usage and budget_alerts
                 conn.execute(delete(table))
         engine.dispose()
+
+
+@pytest.fixture
+def partitioned_pg_url(pg_url: str) -> str:
+    """``pg_url``, its token_usage partitioned by month whatever earlier tests left.
+
+    A test that migrated a ledger holding rows leaves token_usage plain (migration
+    0006 partitions only an empty table); ``ledger db partition`` converts it.
+    """
+    engine = make_engine(pg_url)
+    try:
+        repartition.partition(engine, dt.datetime.now(dt.UTC))
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP TABLE IF EXISTS {repartition.OLD}"))
+    finally:
+        engine.dispose()
+    return pg_url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

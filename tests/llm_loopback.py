@@ -130,6 +130,9 @@ class LoopbackLLM:
                 self.end_headers()
                 self._stream(reply)
 
+            # Billing endpoints (OpenRouter's /generation) are GETs: same script.
+            do_GET = do_POST
+
             def _stream(self, reply: Reply) -> None:
                 size = reply.chunk_size or 64
                 for n, i in enumerate(range(0, len(reply.body), size)):

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from ledger import pricing
 from ledger.attempt import Call
 from ledger.client import Client
 from ledger.errors import (
@@ -153,8 +154,14 @@ def test_cost_is_computed_from_bundled_prices_when_the_provider_reports_none(
 
 
 def test_unpriced_model_records_null_cost_and_logs_once(
-    server: LoopbackLLM, rows: Rows, caplog: pytest.LogCaptureFixture
+    server: LoopbackLLM,
+    rows: Rows,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The served model (gpt-5.4, on an unknown endpoint) is the one priced, and other
+    # tests serve it too: start from a process that has warned about nothing.
+    monkeypatch.setattr(pricing, "_warned", set())
     server.default = Reply.payload("openai_chat_doc_example.json")
     with caplog.at_level(logging.WARNING), client_for(server, rows, "openai_compatible") as client:
         for _ in range(3):
@@ -163,6 +170,43 @@ def test_unpriced_model_records_null_cost_and_logs_once(
     assert [e.cost_source for e in rows.events] == [None, None, None]
     unknown = [r for r in caplog.records if "is unknown" in r.getMessage()]
     assert len(unknown) == 1
+
+
+def test_an_unpriced_served_model_is_never_priced_as_the_model_asked_for(
+    server: LoopbackLLM, rows: Rows
+) -> None:
+    # Asked for a free model; OpenRouter served x-ai/grok-4 (no price in genai-prices,
+    # no usage.cost in this capture). Pricing the free model asked for recorded a
+    # computed $0 for a paid call; the cost is unknown.
+    server.queue(Reply.payload("openrouter_chat_xai_cached_no_cost.json"))
+    with client_for(server, rows, "openrouter") as client:
+        result = client.chat(MESSAGES, model="google/gemini-2.0-flash-exp:free")
+    assert rows.only.model == "x-ai/grok-4" and rows.only.input_tokens == 687
+    assert result.cost_usd is None
+    assert (rows.only.cost_usd, rows.only.cost_source) == (None, None)
+
+
+def test_the_modality_split_is_recorded_and_audio_priced_at_its_rates(
+    server: LoopbackLLM, ledger_url: str, tmp_path: Path
+) -> None:
+    server.queue(Reply.payload("gemini_generatecontent_cached_thoughts_real.json"))
+    ledger = Ledger(ledger_url, journal_dir=tmp_path / "journal")
+    with client_for(server, ledger, "gemini") as client:
+        result = client.chat(MESSAGES, model="gemini-2.5-flash")
+    assert ledger.flush(10)
+    ledger.close()
+    engine = make_engine(ledger_url)
+    with engine.connect() as conn:
+        row = conn.execute(select(token_usage)).one()
+    engine.dispose()
+    assert row.usage_details == {
+        "input": {"text": 16, "video": 15780, "audio": 1917},
+        "cache_read": {"audio": 1881, "text": 15, "video": 15483},
+    }
+    # Audio at $1/M (36 uncached) and $0.10/M (1881 cached), the rest at text rates
+    # (tests/test_pricing.py has the whole hand computation).
+    assert (row.cost_usd, row.cost_source) == (Decimal("0.00300094"), "computed")
+    assert result.cost_usd == Decimal("0.00300094")
 
 
 def test_provider_order_is_sent_recorded_and_warned_about(

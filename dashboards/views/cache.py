@@ -67,7 +67,7 @@ def rate_pair(frame: pd.DataFrame, category: str) -> None:
 
 def decay(chosen: Filters) -> None:
     st.subheader("How the hit rate decays with idle time")
-    frame = data.load("cache_decay", chosen)
+    frame = data.load("cache_decay_by_key", chosen)
     if frame.empty:
         st.info("No session has two served calls under these filters.")
         return
@@ -92,7 +92,7 @@ def decay(chosen: Filters) -> None:
     )  # fmt: skip
     st.caption("OpenRouter's sticky pin expires after 10 minutes idle; provider prompt caches "
                "also expire (typically 5–60 minutes). Larger points hold more calls.")  # fmt: skip
-    fmt.table(frame.drop(columns=["gap_order", "gap_from_s", "gap_to_s"]), "cache_decay")
+    fmt.table(frame.drop(columns=["gap_order", "gap_from_s", "gap_to_s"]), "cache_decay_by_key")
 
 
 def main() -> None:

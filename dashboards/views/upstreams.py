@@ -73,11 +73,13 @@ def evidence(verdict: pd.Series) -> None:
     for column, chart in zip(columns, panels, strict=True):
         column.altair_chart(chart, width="stretch")
     st.caption(
-        f"Cost per million input tokens: pinned {fmt.money(verdict['pinned_cost_per_mtok'])}, "
-        f"best alternative projected without the cache it would lose "
-        f"{fmt.money(verdict['best_projected_cost_per_mtok'])} "
-        f"(keyless hit rate {fmt.rate(verdict['keyless_hit_rate'])})."
+        f"Effective cost per million input tokens: pinned "
+        f"{fmt.money(verdict['pinned_cost_per_mtok'])}, best alternative "
+        f"{fmt.money(verdict['best_cost_per_mtok'])}; sticky cache hit rates "
+        f"{fmt.rate(verdict['pinned_hit_rate'])} and {fmt.rate(verdict['best_hit_rate'])}."
     )
+    if not fmt.missing(verdict["recommendation"]):
+        st.text("provider object to send: " + str(verdict["recommendation"]))
 
 
 def scorecard_chart(card: pd.DataFrame) -> alt.Chart:
@@ -130,8 +132,9 @@ def main() -> None:
     verdicts = data.load("provider_order_verdict", chosen)
     models = sorted(scorecard["requested_model"].unique())
     st.caption(
-        "provider.order turns OpenRouter's sticky routing off; it is warranted only when the "
-        "pinned upstream is measurably worse and leaving it costs less than the cache it keeps."
+        "provider.order pins every session to its first choice and provider.ignore drops an "
+        "upstream while sticky routing continues; a change is warranted only when a pinned "
+        "upstream is measurably worse and the change costs no more than the allowed share."
     )
     verdict_strip.strip(verdicts)
     for model in models:

@@ -34,11 +34,12 @@ import duckdb
 import pandas as pd  # type: ignore[import-untyped]
 from sqlalchemy.engine import URL
 
-from ledger.analytics import figures, local, views
+from ledger.analytics import figures, local, prices, views
 from ledger.analytics.readonly import check_read_only
 from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.analytics.source import LedgerSource
 from ledger.analytics.sync import ProgressCallback, SyncResult, ensure_aggregates, sync
+from ledger.analytics.verify import Verification, verify
 from ledger.analytics.views import Filters
 from ledger.store.migrate import check_ledger
 
@@ -105,15 +106,18 @@ class Analytics:
             local.write_settings(self._con, settings, overwrite=True)
             views.install(self._con)
             ensure_aggregates(self._con)
+            prices.refresh(self._con)
             self.last_sync: SyncResult | None = self.refresh(progress=progress) if sync else None
         except BaseException:
             self._con.close()
+            self._source.close()
             raise
 
     # -- lifecycle -----------------------------------------------------------
 
     def close(self) -> None:
         self._con.close()
+        self._source.close()
 
     def __enter__(self) -> Analytics:
         return self
@@ -134,9 +138,20 @@ class Analytics:
             cursor = self._con.cursor()
             try:
                 self.last_sync = sync(cursor, self._source, full=full, progress=progress)
+                if not self.last_sync.up_to_date_already:
+                    prices.refresh(cursor)  # the new rows' models, priced for switch_costs
             finally:
                 cursor.close()
             return self.last_sync
+
+    def verify(self) -> Verification:
+        """Compare the copy with the ledger, figure by figure (:mod:`ledger.analytics.verify`)."""
+        with self._lock, self._source.snapshot() as snapshot:
+            cursor = self._con.cursor()
+            try:
+                return verify(cursor, snapshot)
+            finally:
+                cursor.close()
 
     # -- settings ------------------------------------------------------------
 
@@ -196,8 +211,11 @@ class Analytics:
         return self._con.cursor().sql(query, params=dict(parameters or {}))
 
     def view(self, name: str, filters: Filters | None = None) -> pd.DataFrame:
-        """View ``name`` over every row, or over the rows ``filters`` selects."""
-        return self._over(name, filters, f'SELECT * FROM "{name}"')  # noqa: S608
+        """View ``name`` over every row, or over the rows ``filters`` selects
+        (the small views in the fixed order of ``views.VIEW_ORDER``)."""
+        order = views.VIEW_ORDER.get(name)
+        suffix = f" ORDER BY {order}" if order else ""
+        return self._over(name, filters, f'SELECT * FROM "{name}"{suffix}')  # noqa: S608
 
     def _over(
         self,
@@ -245,7 +263,22 @@ class Analytics:
         return self.view("cost_attribution", filters)
 
     def provider_order_verdict(self, filters: Filters | None = None) -> pd.DataFrame:
-        return self.view("provider_order_verdict", filters)
+        """``provider_order_verdict``, one row per model in model order (every run alike)."""
+        return self._over("provider_order_verdict", filters, figures.VERDICTS)
+
+    def switch_costs(self, filters: Filters | None = None) -> pd.DataFrame:
+        """``switch_costs``: by model, agent and day, in that order."""
+        return self._over("switch_costs", filters, figures.SWITCH_COSTS)
+
+    def switch_cost_totals(self, filters: Filters | None = None) -> figures.SwitchCostTotals:
+        """``switch_costs`` summed over the ledger (or the filtered rows)."""
+        return figures.switch_totals_from(
+            self._over("switch_costs", filters, figures.SWITCH_COST_TOTALS)
+        )
+
+    def cache_decay(self, filters: Filters | None = None) -> pd.DataFrame:
+        """``cache_decay``: by model, shortest gaps first."""
+        return self._over("cache_decay", filters, figures.CACHE_DECAY)
 
     # -- figures for the dashboard and the demo ------------------------------
 
@@ -293,9 +326,9 @@ class Analytics:
         """``failed_attempts``, most frequent first."""
         return self._over("failed_attempts", filters, figures.FAILED_ATTEMPTS)
 
-    def cache_decay(self, filters: Filters | None = None) -> pd.DataFrame:
-        """``cache_decay``, shortest gaps first, keyed attempts before keyless ones."""
-        return self._over("cache_decay", filters, figures.CACHE_DECAY)
+    def cache_decay_by_key(self, filters: Filters | None = None) -> pd.DataFrame:
+        """``cache_decay_by_key``, shortest gaps first, keyed attempts before keyless ones."""
+        return self._over("cache_decay_by_key", filters, figures.CACHE_DECAY_BY_KEY)
 
     def top_sessions(self, filters: Filters | None = None, limit: int = 200) -> pd.DataFrame:
         """The sessions worth a look first: most switches, then idle releases, then calls."""

@@ -96,7 +96,49 @@ ORDER BY cost_usd DESC NULLS LAST, fallback_calls DESC, requested_model
 FAILED_ATTEMPTS: Final = """
 SELECT * FROM failed_attempts ORDER BY attempts DESC, provider, requested_model, error_type
 """
-CACHE_DECAY: Final = "SELECT * FROM cache_decay ORDER BY gap_order, key_sent DESC"
+CACHE_DECAY_BY_KEY: Final = "SELECT * FROM cache_decay_by_key ORDER BY gap_order, key_sent DESC"
+CACHE_DECAY: Final = "SELECT * FROM cache_decay ORDER BY requested_model, gap_order"
+
+# -- the verdict and what stickiness failures cost ----------------------------------
+
+VERDICTS: Final = "SELECT * FROM provider_order_verdict ORDER BY requested_model"
+SWITCH_COSTS: Final = """
+SELECT * FROM switch_costs ORDER BY requested_model, actor_id NULLS LAST, day
+"""
+SWITCH_COST_TOTALS: Final = """
+SELECT
+    CAST(coalesce(sum(switches), 0) AS BIGINT) AS switches,
+    CAST(coalesce(sum(idle_releases), 0) AS BIGINT) AS idle_releases,
+    CAST(coalesce(sum(cache_read_tokens_lost), 0) AS BIGINT) AS cache_read_tokens_lost,
+    sum(cost_usd) AS cost_usd,
+    CAST(coalesce(sum(cache_read_tokens_lost) FILTER (WHERE cost_usd IS NULL), 0) AS BIGINT)
+        AS unpriced_tokens
+FROM switch_costs
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchCostTotals:
+    """What switches and idle releases cost: cache reads lost, priced where possible."""
+
+    switches: int
+    idle_releases: int
+    cache_read_tokens_lost: int
+    cost_usd: Decimal | None  # over the priced models; None when none is priced
+    unpriced_tokens: int  # lost tokens of models genai-prices does not price
+
+
+def switch_totals_from(frame: pd.DataFrame) -> SwitchCostTotals:
+    row = frame.iloc[0]
+    cost = row["cost_usd"]
+    return SwitchCostTotals(
+        switches=int(row["switches"]),
+        idle_releases=int(row["idle_releases"]),
+        cache_read_tokens_lost=int(row["cache_read_tokens_lost"]),
+        cost_usd=None if cost is None or pd.isna(cost) else Decimal(cost),
+        unpriced_tokens=int(row["unpriced_tokens"]),
+    )
+
 
 # -- over time --------------------------------------------------------------------
 
@@ -206,7 +248,7 @@ class Saving:
     unpriced: int  # tokens (prompt cache) or calls (response cache) left out
 
 
-def _read_discount(provider: str, model: str, tokens: int) -> Decimal | None:
+def cache_read_discount(provider: str, model: str, tokens: int) -> Decimal | None:
     """List price of ``tokens`` input tokens uncached minus their price as cache reads."""
     cls = PROVIDERS.get(provider)
     prices_id = cls.prices_provider_id if cls is not None else None
@@ -227,7 +269,7 @@ def prompt_cache_saving(reads: pd.DataFrame) -> Saving:
     total: Decimal | None = None
     unpriced = 0
     for row in reads.itertuples(index=False):
-        saved = _read_discount(str(row.provider), str(row.model), int(row.cache_read_tokens))
+        saved = cache_read_discount(str(row.provider), str(row.model), int(row.cache_read_tokens))
         if saved is None:
             unpriced += int(row.cache_read_tokens)
         else:

@@ -1,150 +1,185 @@
-"""The ids below the copy's last one that it does not hold: where a late commit can land.
+"""The change-log seqs a sync has not seen below the highest one it has: where a late commit lands.
 
-On PostgreSQL ids come from a sequence, so a transaction that took low ids
-(the writer commits batches of up to 5,000 rows, several processes may write)
-can commit after rows with higher ids were already copied. Such a row can only
-land in an id the copy does not hold, so the copy keeps those *gaps* in
-``ledger_gaps``: open intervals ``(lo, hi)`` of ids it lacks, ``held`` ids of
-which it does hold (0, except where too many gaps were merged into one range).
-Each sync asks the ledger how many rows the gaps hold, a few index probes; when
-that exceeds ``held``, it copies them. Sequence values that were never used
-(a rolled-back transaction, an ``ON CONFLICT`` replay) stay gaps: cheap to
-probe, and never a reason to read the whole ledger.
+On PostgreSQL ``ledger_changes.seq`` comes from a sequence, taken before the
+writing transaction commits: a seq can become visible after higher ones (a
+late commit) or never (a rollback). The copy keeps the seqs it has not seen
+below its highest as *gaps* in ``ledger_gaps``: open intervals ``(lo, hi)``,
+each with the snapshot ``final_xmax`` after which it can hold nothing new, and
+when it was opened. Each sync reads the changes inside the open gaps (one
+index range per gap, see :mod:`ledger.analytics.source`), then:
 
-The gaps are maintained with the state tables (:mod:`ledger.analytics.state`):
-rebuilt with them, and updated in the same transaction as the rows they track.
+* closes the gaps that are final (``final_xmax <= xmin`` of the sync's
+  snapshot: every transaction that could commit there has ended, and the
+  sync has just read what they left), counted in ``ledger_cursor.gaps_closed``;
+* closes the gaps open longer than :data:`GAP_MAX_AGE` (a transaction open a
+  day, or one unrelated to the ledger holding the xmin back), or beyond
+  :data:`MAX_GAPS` (oldest first), counted in ``ledger_cursor.gaps_expired``;
+  a late row landing in one afterwards is missed, which ``ledger sync
+  --verify`` reports and ``ledger sync --full`` repairs.
+
+The gaps are bookkeeping of the ledger read, not of the rows: they live in the
+sync's transaction with the cursor (:mod:`ledger.analytics.sync`).
 """
 
 # Every SQL string here is a module constant over our own tables; values are bound.
-# ruff: noqa: S608
 from __future__ import annotations
 
-from collections.abc import Sequence
+import datetime as dt
+import re
+from dataclasses import dataclass
 from typing import Final
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from ledger.schema import TABLE_NAME
+#: A gap open this long is closed anyway: no ledger transaction lives a day.
+GAP_MAX_AGE: Final = dt.timedelta(days=1)
+#: At most this many gaps are kept (each is one index probe per sync).
+MAX_GAPS: Final = 100_000
 
-#: Beyond this many gaps, neighbours are merged so a probe stays a few thousand lookups.
-MAX_GAPS: Final = 1_024
+_INTEGER_LIST: Final = re.compile(r"(-?[0-9]+(,-?[0-9]+)*)?")
 
 GAPS_DDL: Final = (
     "CREATE TABLE IF NOT EXISTS ledger_gaps (lo BIGINT NOT NULL, hi BIGINT NOT NULL, "
-    "held BIGINT NOT NULL)"
+    "final_xmax BIGINT NOT NULL, opened_at TIMESTAMPTZ NOT NULL)"
+)
+_OLD_SHAPE: Final = (
+    "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'ledger_gaps' "
+    "AND column_name = 'held'"
 )
 
-# Gaps among the copy's ids above $lo ($lo itself held, or 0 before the first id).
-_GAPS_ABOVE: Final = f"""
-INSERT INTO ledger_gaps
-SELECT id, next_id, 0
-FROM (
-    SELECT id, lead(id) OVER (ORDER BY id) AS next_id
-    FROM (SELECT CAST($lo AS BIGINT) AS id UNION ALL SELECT id FROM {TABLE_NAME} WHERE id > $lo)
-)
-WHERE next_id - id > 1
+# Each open gap, and the new region (old max, new max], is a group of points:
+# its bounds and the seqs seen inside it; what is left open are the runs
+# between consecutive points. A group keeps its final_xmax and opened_at.
+_GROUPS: Final = """
+CREATE OR REPLACE TEMP TABLE gaps_groups AS
+SELECT lo, hi, final_xmax, opened_at FROM ledger_gaps
+UNION ALL
+SELECT $old_max, $new_max + 1, $xmax, $now WHERE $new_max > $old_max
 """
-_IDS_ABOVE: Final = f"SELECT count(*), max(id) FROM {TABLE_NAME} WHERE id > ?"
-
-# Gaps that late ids landed in are replaced by what is left of them: the gaps
-# between their bounds, the late ids and (merged ranges only) the ids held there.
-_FILLED: Final = """
-CREATE OR REPLACE TEMP TABLE gaps_filled AS
-SELECT g.lo, g.hi, g.held
-FROM ledger_gaps AS g
-WHERE EXISTS (SELECT 1 FROM gaps_late AS l WHERE l.id > g.lo AND l.id < g.hi)
-"""
-_DROP_FILLED: Final = """
-DELETE FROM ledger_gaps AS g
-WHERE EXISTS (SELECT 1 FROM gaps_filled AS f WHERE f.lo = g.lo AND f.hi = g.hi)
-"""
-_HELD_IN_MERGED: Final = f"""
-INSERT INTO gaps_points
-SELECT f.lo, t.id
-FROM gaps_filled AS f JOIN {TABLE_NAME} AS t ON t.id > f.lo AND t.id < f.hi
-WHERE f.held > 0
+_POINTS: Final = """
+CREATE OR REPLACE TEMP TABLE gaps_points AS
+SELECT lo AS grp, lo AS p FROM gaps_groups
+UNION ALL SELECT lo, hi FROM gaps_groups
+UNION ALL SELECT g.lo, s.seq FROM gaps_groups AS g JOIN gaps_seen AS s
+    ON s.seq > g.lo AND s.seq < g.hi
 """
 _REFILL: Final = """
 INSERT INTO ledger_gaps
-SELECT id, next_id, 0
+SELECT p.p, p.next_p, g.final_xmax, g.opened_at
 FROM (
-    SELECT id, lead(id) OVER (PARTITION BY grp ORDER BY id) AS next_id
-    FROM (SELECT DISTINCT grp, id FROM gaps_points)
-)
-WHERE next_id - id > 1
+    SELECT grp, p, lead(p) OVER (PARTITION BY grp ORDER BY p) AS next_p
+    FROM (SELECT DISTINCT grp, p FROM gaps_points)
+) AS p
+JOIN gaps_groups AS g ON g.lo = p.grp
+WHERE p.next_p - p.p > 1
 """
 
-# Merging neighbours: every id between two gaps is held, so a merged range holds
-# its width minus the ids its member gaps lacked.
-_MERGE: Final = """
-CREATE OR REPLACE TEMP TABLE gaps_merged AS
-SELECT
-    min(lo) AS lo,
-    max(hi) AS hi,
-    CAST(max(hi) - min(lo) - 1 - sum(hi - lo - 1 - held) AS BIGINT) AS held
-FROM (SELECT *, (row_number() OVER (ORDER BY lo) - 1) // $per AS grp FROM ledger_gaps)
-GROUP BY grp
-"""
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """Gaps one sync closed: final ones, and ones given up on (too old or too many)."""
+
+    final: int = 0
+    expired: int = 0
 
 
 def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
+    row = con.execute(_OLD_SHAPE).fetchone()
+    if row and row[0]:  # a file from before the change log: its gaps were row ids
+        con.execute("DROP TABLE ledger_gaps")
     con.execute(GAPS_DDL)
 
 
-def _add_above(con: duckdb.DuckDBPyConnection, lo: int) -> None:
-    """Record the gaps among the copy's ids above ``lo`` (held, or 0)."""
-    row = con.execute(_IDS_ABOVE, [lo]).fetchone()
-    count, top = (0, None) if row is None else row
-    if top is None or int(top) - lo == int(count):
-        return  # contiguous: the common case, no sort needed
-    con.execute(_GAPS_ABOVE, {"lo": lo})
+@dataclass(frozen=True, slots=True)
+class Ranges:
+    """The open gaps, as the ledger query takes them: bounds as comma-separated text
+    (built by DuckDB: ten thousand gaps cost no Python loop)."""
+
+    count: int
+    los: str
+    his: str
+
+    def __post_init__(self) -> None:
+        # They go into SQL text: integers only, whatever the file was edited to hold.
+        if not _INTEGER_LIST.fullmatch(self.los) or not _INTEGER_LIST.fullmatch(self.his):
+            raise ValueError(f"gap bounds are not integer lists: {self.los[:40]!r}")
+
+    def pairs(self) -> list[tuple[int, int]]:
+        if not self.count:
+            return []
+        return list(zip(map(int, self.los.split(",")), map(int, self.his.split(",")), strict=True))
 
 
-def rebuild(con: duckdb.DuckDBPyConnection) -> None:
-    """Recompute every gap from the copy's ids (inside the caller's transaction)."""
+def open_ranges(con: duckdb.DuckDBPyConnection) -> Ranges:
+    (row,) = con.execute(
+        "SELECT count(*), coalesce(string_agg(CAST(lo AS VARCHAR), ',' ORDER BY lo), ''), "
+        "coalesce(string_agg(CAST(hi AS VARCHAR), ',' ORDER BY lo), '') FROM ledger_gaps"
+    ).fetchall()
+    return Ranges(int(row[0]), str(row[1]), str(row[2]))
+
+
+def clear(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("DELETE FROM ledger_gaps")
-    _add_above(con, 0)
-    _merge_if_many(con)
 
 
-def fold(con: duckdb.DuckDBPyConnection, *, above_id: int, late_ids: Sequence[int]) -> None:
-    """Update the gaps after rows above ``above_id`` and the ``late_ids`` were copied."""
-    if late_ids:
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE gaps_late AS SELECT unnest(CAST(? AS BIGINT[])) AS id",
-            [list(late_ids)],
+def closable(con: duckdb.DuckDBPyConnection, *, xmin: int, now: dt.datetime) -> bool:
+    """Whether a sync at snapshot ``xmin`` would close any gap (else it writes nothing)."""
+    return bool(
+        _count(
+            con,
+            "SELECT count(*) FROM ledger_gaps WHERE final_xmax <= $xmin OR opened_at < $cut",
+            {"xmin": xmin, "cut": now - GAP_MAX_AGE},
         )
-        con.execute(_FILLED)
-        con.execute(_DROP_FILLED)
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE gaps_points AS "
-            "SELECT lo AS grp, lo AS id FROM gaps_filled UNION ALL "
-            "SELECT lo, hi FROM gaps_filled UNION ALL "
-            "SELECT f.lo, l.id FROM gaps_filled AS f JOIN gaps_late AS l "
-            "ON l.id > f.lo AND l.id < f.hi"
-        )
-        merged = con.execute("SELECT count(*) FROM gaps_filled WHERE held > 0").fetchone()
-        if merged and merged[0]:
-            con.execute(_HELD_IN_MERGED)
-        con.execute(_REFILL)
-        for table in ("gaps_late", "gaps_filled", "gaps_points"):
-            con.execute(f"DROP TABLE {table}")
-    _add_above(con, above_id)
-    _merge_if_many(con)
+    )
 
 
-def _merge_if_many(con: duckdb.DuckDBPyConnection) -> None:
-    row = con.execute("SELECT count(*) FROM ledger_gaps").fetchone()
-    count = int(row[0]) if row else 0
-    if count <= MAX_GAPS:
-        return
-    con.execute(_MERGE, {"per": -(-count // MAX_GAPS)})
+def _count(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object]) -> int:
+    rows = con.execute(sql, params).fetchall()  # all: a half-read result blocks the connection
+    return 0 if not rows or rows[0][0] is None else int(rows[0][0])
+
+
+def update(
+    con: duckdb.DuckDBPyConnection,
+    seen: pa.Table,
+    *,
+    old_max: int,
+    new_max: int,
+    xmin: int,
+    xmax: int,
+    now: dt.datetime,
+) -> Closed:
+    """Record what a sync read (``seen``: a ``seq`` column), then close what is final.
+
+    ``old_max``/``new_max``: the highest seq seen before and after this sync;
+    ``xmin``/``xmax``: the bounds of the snapshot it read in.
+    """
+    seqs = seen.column("seq")
+    above = pc.greater(seqs, old_max)
+    if (pc.sum(above).as_py() or 0) == new_max - old_max:
+        # The new region is contiguous (the usual case, and a first sync of a
+        # ledger without rollbacks): only the seqs inside old gaps matter.
+        seen = pa.table({"seq": pc.filter(seqs, pc.invert(above))})
+        new_max = old_max
+    con.register("gaps_seen", seen.select(["seq"]))
+    try:
+        con.execute(_GROUPS, {"old_max": old_max, "new_max": new_max, "xmax": xmax, "now": now})
+        con.execute(_POINTS)
+    finally:
+        con.unregister("gaps_seen")
     con.execute("DELETE FROM ledger_gaps")
-    con.execute("INSERT INTO ledger_gaps SELECT lo, hi, held FROM gaps_merged")
-    con.execute("DROP TABLE gaps_merged")
-
-
-def current(con: duckdb.DuckDBPyConnection) -> tuple[list[tuple[int, int]], int]:
-    """The gaps as ``(lo, hi)`` ranges, and how many ids in them the copy holds."""
-    rows = con.execute("SELECT lo, hi, held FROM ledger_gaps ORDER BY lo").fetchall()
-    return [(int(lo), int(hi)) for lo, hi, _ in rows], sum(int(h) for _, _, h in rows)
+    con.execute(_REFILL)
+    con.execute("DROP TABLE gaps_points")
+    con.execute("DROP TABLE gaps_groups")
+    final = _count(con, "DELETE FROM ledger_gaps WHERE final_xmax <= $xmin", {"xmin": xmin})
+    expired = _count(
+        con, "DELETE FROM ledger_gaps WHERE opened_at < $cut", {"cut": now - GAP_MAX_AGE}
+    )
+    expired += _count(
+        con,
+        "DELETE FROM ledger_gaps WHERE lo IN (SELECT lo FROM ledger_gaps "
+        "ORDER BY opened_at DESC, lo DESC OFFSET $keep)",
+        {"keep": MAX_GAPS},
+    )
+    return Closed(final, expired)

@@ -3,7 +3,8 @@
 The file holds a copy of ``token_usage`` with portable types (TIMESTAMPTZ in
 UTC, DECIMAL(20,10), BOOLEAN, JSON: the same for a SQLite or a PostgreSQL
 ledger), the ``ledger_settings`` table and ``ledger_setting()`` macro the views
-read, the ``ledger_sync`` bookkeeping row, the state tables sync keeps for the
+read, the sync's bookkeeping (``ledger_sync``, ``ledger_cursor`` and
+``ledger_gaps``: :mod:`ledger.analytics.sync`), the state tables sync keeps for the
 views (:mod:`ledger.analytics.state`), and the views themselves.
 
 DuckDB lets one process open a file for writing, and while it does no other
@@ -25,7 +26,7 @@ from typing import Any, Final
 import duckdb
 from sqlalchemy import BigInteger, SmallInteger
 
-from ledger.analytics import state
+from ledger.analytics import prices, state
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.analytics.source import column_kind
 from ledger.errors import DatabaseError
@@ -101,17 +102,14 @@ def _cast_expr(column: Any, arrow_type: str) -> str:
 
 
 def insert_sql(arrow_types: dict[str, str], relation: str) -> str:
-    """``INSERT`` of an Arrow relation's rows that the file does not hold yet.
+    """``INSERT`` of an Arrow relation's rows, the SQLite sentinel row (id -1) dropped.
 
-    Parameters: ``(low, high]``, the ids the file may already hold among the
-    incoming ones (rows read from gaps that were merged into wider ranges, see
-    :mod:`ledger.analytics.gaps`). The sentinel row (id -1) is dropped.
+    Sync removes every changed row's old version first, so none is held.
     """
     exprs = ", ".join(_cast_expr(c, arrow_types[c.name]) for c in token_usage.columns)
     return (
         f"INSERT INTO {TABLE_NAME} SELECT {exprs} FROM {relation} AS incoming "  # noqa: S608
-        f"WHERE incoming.id > 0 AND incoming.id NOT IN "
-        f"(SELECT id FROM {TABLE_NAME} WHERE id > ? AND id <= ?)"
+        "WHERE incoming.id > 0"
     )
 
 
@@ -120,6 +118,9 @@ SUPPORT_DDL: Final = (
     "(name VARCHAR PRIMARY KEY, value DOUBLE NOT NULL, description VARCHAR)",
     "CREATE TABLE IF NOT EXISTS ledger_sync (source VARCHAR, last_id BIGINT NOT NULL, "
     "synced_at TIMESTAMPTZ, rows_total BIGINT NOT NULL)",
+    # How far the ledger's change log has been read (see ledger.analytics.sync).
+    "CREATE TABLE IF NOT EXISTS ledger_cursor (source VARCHAR NOT NULL, max_seq BIGINT NOT NULL, "
+    "gaps_closed BIGINT NOT NULL, gaps_expired BIGINT NOT NULL)",
     # The views read every threshold through this macro, so changing a row of
     # ledger_settings changes every view at once, in any DuckDB client.
     "CREATE OR REPLACE MACRO ledger_setting(setting_name) AS "
@@ -160,6 +161,7 @@ def _reshape_copy(con: duckdb.DuckDBPyConnection) -> None:
     log.info("the analytics copy predates the ledger's schema; copying every row again")
     con.execute(f"DROP TABLE {TABLE_NAME}")
     con.execute("DELETE FROM ledger_sync")
+    con.execute("DELETE FROM ledger_cursor")  # no cursor: the next sync is a rebuild
     con.execute("DELETE FROM state_meta")
 
 
@@ -169,6 +171,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     state.ensure_tables(con)
     _reshape_copy(con)
     con.execute(table_ddl())
+    prices.ensure_table(con)
 
 
 def write_settings(

@@ -65,6 +65,9 @@ WHERE r.served AND o.last IS NOT NULL
     AND {'s': r.started_at, 'a': r.attempt, 'i': r.id}
         < {'s': o.last.s, 'a': o.last.a, 'i': o.last.i}
 """
+_EVERY_KEY: Final = (
+    "CREATE OR REPLACE TEMP TABLE state_disordered AS SELECT sid, 0 AS first_id FROM state_keys"
+)
 # A disordered session's rows are all read again (the new ones are in the table by now).
 _REREAD_DISORDERED: Final = f"""
 DELETE FROM state_rows WHERE sid IN (SELECT sid FROM state_disordered);
@@ -72,9 +75,10 @@ INSERT INTO state_rows
 SELECT {_ROW_FIELDS}
 FROM (
     SELECT *, {_SESSION_KEY} AS skey FROM {TABLE_NAME}
-    WHERE id >= (SELECT min(first_id) FROM state_disordered) AND session_id IS NOT NULL
-        -- rows above the ones being folded are not folded yet (a rebuild goes in chunks)
-        AND id <= (SELECT max(id) FROM {{src}})
+    -- every row of the session, whatever its id: a late id can sit below the
+    -- session's first one, and its later rows may not be among those folded.
+    -- Only rows above $upto are not folded yet (a rebuild goes in id chunks)
+    WHERE session_id IS NOT NULL AND id <= $upto
 ) AS t
 JOIN state_keys AS k ON {_SAME_SESSION.format(a="k", b="t")}
 WHERE k.sid IN (SELECT sid FROM state_disordered);
@@ -90,11 +94,22 @@ WITH seq AS (
         input_tokens, cache_read_tokens, usage_reported, false AS seed
     FROM state_rows WHERE served
     UNION ALL
-    SELECT sid, NULL, NULL, NULL, last.i, last.s, last.a, last.u, NULL, NULL, NULL, NULL, true
-    FROM state_old_sessions WHERE last IS NOT NULL
+    -- the seed's cache reads come from its row (by id): the first new transition's
+    -- previous_cache_read_tokens (what switch_costs says a switch loses)
+    SELECT o.sid, NULL, NULL, NULL, o.last.i, o.last.s, o.last.a, o.last.u, NULL, NULL,
+        t.cache_read_tokens, NULL, true
+    FROM state_old_sessions AS o
+    LEFT JOIN (
+        -- the live sessions' last rows are recent: the id range lets zone maps skip the rest
+        SELECT id, cache_read_tokens FROM {table}
+        WHERE id >= (SELECT min(last.i) FROM state_old_sessions)
+            AND id <= (SELECT max(last.i) FROM state_old_sessions)
+    ) AS t ON t.id = o.last.i
+    WHERE o.last IS NOT NULL
 ),
 paired AS (
-    SELECT *, lag(ident) OVER w AS previous_upstream, lag(started_at) OVER w AS previous_started_at
+    SELECT *, lag(ident) OVER w AS previous_upstream, lag(started_at) OVER w AS previous_started_at,
+        lag(cache_read_tokens) OVER w AS previous_cache_read_tokens
     FROM seq
     WINDOW w AS (PARTITION BY sid ORDER BY started_at, attempt, id)
 )
@@ -105,10 +120,11 @@ SELECT
     ident <> previous_upstream AS changed,
     input_tokens,
     cache_read_tokens,
-    usage_reported
+    usage_reported,
+    previous_cache_read_tokens
 FROM paired
 WHERE NOT seed AND previous_started_at IS NOT NULL
-"""
+""".replace("{table}", TABLE_NAME)
 # The rows' aggregate per session, merged with the session's old one if any.
 _MERGED_SESSIONS: Final = """
 INSERT INTO state_sessions
@@ -154,14 +170,26 @@ LEFT JOIN moves AS m USING (sid)
 """
 
 
-def fold(con: duckdb.DuckDBPyConnection, src: str) -> None:
+def fold(
+    con: duckdb.DuckDBPyConnection, src: str, *, upto: int | None = None, rederive: bool = False
+) -> None:
+    """Fold the rows of relation ``src`` into the session state.
+
+    ``upto``: the highest id folded so far when the table holds rows not
+    folded yet (a rebuild in chunks); None when every row is. ``rederive``:
+    recompute every session ``src`` names from the table's rows (``src``
+    then holds old versions of changed or deleted rows too).
+    """
     con.execute(_KEYS.format(src=src))
     con.execute(_NEW_SESSION_ROWS.format(src=src))
     con.execute(_OLD_SESSIONS)
-    con.execute(_DISORDERED)
+    con.execute(_EVERY_KEY if rederive else _DISORDERED)
     disordered = con.execute("SELECT count(*) FROM state_disordered").fetchall()[0][0]
     if disordered:
-        con.execute(_REREAD_DISORDERED.format(src=src))
+        bound = (1 << 62) if upto is None else upto
+        for statement in _REREAD_DISORDERED.split(";"):  # one parameter, one statement
+            if statement.strip():
+                con.execute(statement, {"upto": bound} if "$upto" in statement else None)
     con.execute(_NEW_TRANSITIONS)
     con.execute(
         "DELETE FROM state_sessions WHERE sid IN (SELECT sid FROM state_keys WHERE existed)"

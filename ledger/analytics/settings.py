@@ -38,21 +38,24 @@ class AnalyticsSettings:
     ``min_samples``: attempts an upstream needs (and served attempts with a
     latency) before it is judged; below it the verdict is ``insufficient_data``.
     ``confidence_z``: the normal quantile of the intervals (1.96 = 95 % two-sided)
-    used by the Wilson error-rate intervals and the order-statistic p95 intervals.
+    used by the Wilson error-rate intervals and the order-statistic p95 intervals
+    (both computed with the session design effect of ``views/upstream_clusters.sql``).
     ``error_rate_margin``: absolute error-rate excess (0.02 = 2 points) the pinned
     upstream's lower bound must show over the best alternative's upper bound.
     ``latency_margin``: relative p95 excess (0.25 = 25 %) between the same bounds.
     ``cost_margin``: relative excess of the pinned upstream's effective cost per
-    million input tokens over the alternative's projected one.
-    ``max_cost_increase``: how much dearer (relative) the alternative may be,
-    after losing the cache, and still be worth it for errors or latency.
-    ``pinned_share_min``: share of a model's pinned sessions (0.1 = 10 %) from
-    which an upstream holding them is judged too; the upstream holding the most
-    is always judged, and the verdict is ``warranted`` when any judged one is
-    worse with confidence.
+    million input tokens over the best alternative's.
+    ``max_cost_increase``: how much dearer (relative) the affected traffic may
+    become under the recommendation (prices, cache hits gained or lost, retries
+    avoided) and still be worth it for errors or latency; beyond it the verdict
+    is ``not_warranted`` and the reason states the trade-off.
+    ``order_share_min``: share of a model's pinned sessions (0.5 = half) held by
+    the upstreams found worse from which the recommendation is ``provider.order``
+    (every session pinned to the best upstream) rather than ``provider.ignore``
+    (only the worse upstreams' sessions move, sticky routing kept).
     ``cache_read_price_ratio``: price of a cache-read input token relative to an
-    uncached one, used to project the alternative's cost at the hit rate seen
-    without sticky routing (0.1 is Anthropic's ratio; a low ratio values the
+    uncached one, used to project the first choice's cost under ``provider.order``
+    at its projected hit rate (0.1 is Anthropic's ratio; a low ratio values the
     cache highly, so it is the cautious default).
     """
 
@@ -64,13 +67,13 @@ class AnalyticsSettings:
     cost_margin: float = 0.10
     max_cost_increase: float = 0.10
     cache_read_price_ratio: float = 0.1
-    pinned_share_min: float = 0.1
+    order_share_min: float = 0.5
 
     def __post_init__(self) -> None:
         for name, value in self.as_dict().items():
             if not value >= 0:  # also rejects NaN
                 raise ValueError(f"analytics setting {name} must be >= 0, got {value!r}")
-        for name in ("cache_read_price_ratio", "pinned_share_min"):
+        for name in ("cache_read_price_ratio", "order_share_min"):
             if getattr(self, name) > 1:
                 raise ValueError(f"{name} must be within [0, 1]")
 

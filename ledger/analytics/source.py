@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from typing import Any, Final
 
 import adbc_driver_postgresql.dbapi
 import adbc_driver_sqlite.dbapi
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, Numeric
 from sqlalchemy.engine import URL
 
-from ledger.errors import ConfigurationError, DatabaseUnreachable
-from ledger.schema import TABLE_NAME, token_usage
+from ledger.analytics.gaps import Ranges
+from ledger.errors import ConfigurationError, DatabaseUnreachable, SchemaOutOfDate
+from ledger.schema import CHANGES_TABLE, TABLE_NAME, token_usage
 from ledger.store.engine import display_url, sqlite_path
+from ledger.store.migrate import UPGRADE_COMMAND, head_revision
 
 #: Rows per Arrow batch asked of the drivers: big enough to amortise the calls.
 BATCH_ROWS: Final = 65_536
@@ -69,44 +73,177 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-# The gaps a sync probes travel as one JSON text parameter, ``[[lo, hi], …]``
-# (open intervals), joined to the primary key so each costs an index lookup.
-_SQLITE_RANGES: Final = (
-    f"json_each(?) AS g CROSS JOIN {TABLE_NAME} AS t "  # CROSS JOIN: the ranges drive
-    "WHERE t.id > json_extract(g.value, '$[0]') AND t.id < json_extract(g.value, '$[1]')"
-)
-_PG_RANGES: Final = (
-    f"jsonb_array_elements($1::jsonb) AS g(r) JOIN {TABLE_NAME} AS t "
-    "ON t.id > (g.r->>0)::bigint AND t.id < (g.r->>1)::bigint"
-)
+# The changes a sync reads: the log above the highest seq it has seen, plus its
+# open gaps (open intervals of seqs). Each gap is its own index range probe
+# (LATERAL on PostgreSQL, a CROSS JOIN led by the ranges on SQLite), whatever
+# their number; the integers are inlined so PostgreSQL plans with the real
+# values (a generic plan for ``seq > $1`` guesses a third of the log).
+def _changed_pg(above_seq: int, ranges: Ranges) -> str:
+    los, his = ranges.los, ranges.his  # integer lists (checked by Ranges)
+    return (
+        f"SELECT seq, row_id FROM {CHANGES_TABLE} WHERE seq > {int(above_seq)} "  # noqa: S608
+        f"UNION ALL SELECT c.seq, c.row_id "
+        f"FROM unnest('{{{los}}}'::bigint[], '{{{his}}}'::bigint[]) AS g(lo, hi) "
+        f"CROSS JOIN LATERAL (SELECT seq, row_id FROM {CHANGES_TABLE} "
+        f"WHERE seq > g.lo AND seq < g.hi) AS c"
+    )
 
 
-def sqlite_select(ranges: bool = False) -> str:
-    """The SQLite read: a typed sentinel row, then every row above ``?`` (or in the
-    ranges of a JSON parameter) in id order."""
+def _changed_sqlite(above_seq: int, ranges: Ranges) -> str:
+    text = ranges_json(ranges.pairs())  # integers only: no quote can occur
+    return (
+        f"SELECT seq, row_id FROM {CHANGES_TABLE} WHERE seq > {int(above_seq)} "  # noqa: S608
+        f"UNION ALL SELECT c.seq, c.row_id FROM json_each('{text}') AS g "
+        f"CROSS JOIN {CHANGES_TABLE} AS c "  # CROSS JOIN: the ranges drive
+        "WHERE c.seq > json_extract(g.value, '$[0]') AND c.seq < json_extract(g.value, '$[1]')"
+    )
+
+
+def sqlite_select(where: str = "") -> str:
+    """The SQLite read: a typed sentinel row, then the rows ``where`` selects, in id order."""
     sentinel, columns = [], []
     for col in token_usage.columns:
         sql_type, zero = _SQLITE_CAST[column_kind(col)]
         sentinel.append(f"{'-1' if col.name == 'id' else zero} AS {_quoted(col.name)}")
         columns.append(f"CAST(t.{_quoted(col.name)} AS {sql_type})")
-    where = _SQLITE_RANGES if ranges else f"{TABLE_NAME} AS t WHERE t.id > ?"
     return (
         f"SELECT {', '.join(sentinel)} UNION ALL SELECT * FROM ("  # noqa: S608
-        f"SELECT {', '.join(columns)} FROM {where} ORDER BY t.id)"
+        f"SELECT {', '.join(columns)} FROM {TABLE_NAME} AS t {where} ORDER BY t.id)"
     )
 
 
-def postgres_select(ranges: bool = False) -> str:
+def postgres_select(where: str = "") -> str:
     columns = [
         f"t.{_quoted(c.name)}{_PG_CAST.get(column_kind(c), '')} AS {_quoted(c.name)}"
         for c in token_usage.columns
     ]
-    where = _PG_RANGES if ranges else f"{TABLE_NAME} AS t WHERE t.id > $1"
-    return f"SELECT {', '.join(columns)} FROM {where} ORDER BY t.id"  # noqa: S608
+    return f"SELECT {', '.join(columns)} FROM {TABLE_NAME} AS t {where} ORDER BY t.id"  # noqa: S608
 
 
 def ranges_json(ranges: Sequence[tuple[int, int]]) -> str:
     return json.dumps([[int(lo), int(hi)] for lo, hi in ranges])
+
+
+@dataclass(frozen=True, slots=True)
+class Horizon:
+    """Where the ledger's change log stands in one snapshot.
+
+    ``max_seq``: the highest change visible. ``xmin``: every transaction below
+    it has ended. ``xmax``: every transaction that took a seq up to ``max_seq``
+    is below it (PostgreSQL's snapshot bounds, as 64-bit xids; both 0 on
+    SQLite, whose log never has gaps). See :mod:`ledger.analytics.sync`.
+    """
+
+    max_seq: int
+    xmin: int
+    xmax: int
+
+
+_PG_HORIZON: Final = (
+    f"SELECT (SELECT coalesce(max(seq), 0) FROM {CHANGES_TABLE}), "  # noqa: S608
+    "pg_snapshot_xmin(pg_current_snapshot())::text::bigint, "
+    "pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+)
+_SQLITE_HORIZON: Final = f"SELECT coalesce(max(seq), 0), 0, 0 FROM {CHANGES_TABLE}"  # noqa: S608
+_PG_HAS_LOG: Final = f"SELECT to_regclass('{CHANGES_TABLE}') IS NOT NULL"
+_SQLITE_HAS_LOG: Final = (
+    "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' "  # noqa: S608
+    f"AND name = '{CHANGES_TABLE}'"
+)
+
+
+class LedgerSnapshot:
+    """Reads over one consistent snapshot of the ledger (see :meth:`LedgerSource.snapshot`)."""
+
+    def __init__(self, cur: Any, backend: str, url: URL, checked: bool = False) -> None:
+        self._cur = cur
+        self._backend = backend
+        self._url = url
+        self._checked = checked
+
+    @property
+    def backend(self) -> str:
+        return self._backend
+
+    def fetch(self, sql: str) -> list[tuple[Any, ...]]:
+        """Every row of a small query, as tuples."""
+        self._cur.execute(sql)
+        return [tuple(r) for r in self._cur.fetchall()]
+
+    def _one_row(self, sql: str) -> tuple[Any, ...]:
+        self._cur.execute(sql)
+        return tuple(self._cur.fetchone())
+
+    def horizon(self) -> Horizon:
+        """The change log's head in this snapshot; the ledger must be at migration 0003."""
+        pg = self._backend == "postgresql"
+        if not self._checked and not self._one_row(_PG_HAS_LOG if pg else _SQLITE_HAS_LOG)[0]:
+            raise SchemaOutOfDate(
+                f"the ledger database {display_url(self._url)} has no change log "
+                f"({CHANGES_TABLE}); run `{UPGRADE_COMMAND}`",
+                current=None,
+                head=head_revision(),
+            )
+        max_seq, xmin, xmax = self._one_row(_PG_HORIZON if pg else _SQLITE_HORIZON)
+        return Horizon(int(max_seq), int(xmin), int(xmax))
+
+    def row_count(self) -> int:
+        return int(self._one_row(f"SELECT count(*) FROM {TABLE_NAME}")[0])  # noqa: S608
+
+    def _int_table(self, sql: str, names: Sequence[str]) -> pa.Table:
+        self._cur.execute(sql)
+        table = self._cur.fetch_arrow_table()
+        # An empty SQLite result has no types: pin them.
+        return pa.table({n: table.column(n).cast(pa.int64()) for n in names})
+
+    def changes(self, above_seq: int, ranges: Ranges) -> pa.Table:
+        """``(seq, row_id)`` of the changes above ``above_seq`` and inside ``ranges``."""
+        if self._backend == "postgresql":
+            sql = _changed_pg(above_seq, ranges)
+        else:
+            sql = _changed_sqlite(above_seq, ranges)
+        return self._int_table(sql, ("seq", "row_id"))
+
+    def all_seqs(self) -> pa.Table:
+        """Every change's ``seq`` (a rebuild records the log's gaps from them)."""
+        return self._int_table(f"SELECT seq FROM {CHANGES_TABLE}", ("seq",))  # noqa: S608
+
+    def rows(self) -> Iterator[pa.RecordBatch]:
+        """Every row, in id order, as Arrow batches."""
+        return self._batches(self._select(""))
+
+    def rows_named(self, above_seq: int, ranges: Ranges) -> Iterator[pa.RecordBatch]:
+        """The current version of every row the changes of :meth:`changes` name (deleted
+        rows are absent), in id order."""
+        if self._backend == "postgresql":
+            changed = _changed_pg(above_seq, ranges)
+        else:
+            changed = _changed_sqlite(above_seq, ranges)
+        where = f"WHERE t.id IN (SELECT row_id FROM ({changed}) AS ch)"  # noqa: S608
+        return self._batches(self._select(where))
+
+    def rows_with_ids(self, ids: pa.Array) -> Iterator[pa.RecordBatch]:
+        """The rows whose id is in ``ids`` (integers the change log named), in id order:
+        one primary-key lookup each, without probing the gaps again."""
+        listed = ",".join(str(int(i)) for i in pc.cast(ids, pa.int64()).to_pylist())
+        if self._backend == "postgresql":
+            where = f"WHERE t.id = ANY('{{{listed}}}'::bigint[])"
+        else:
+            where = f"WHERE t.id IN (SELECT value FROM json_each('[{listed}]'))"  # noqa: S608
+        return self._batches(self._select(where))
+
+    def _select(self, where: str) -> str:
+        return sqlite_select(where) if self._backend == "sqlite" else postgres_select(where)
+
+    def _batches(self, sql: str) -> Iterator[pa.RecordBatch]:
+        if self._backend == "sqlite":
+            self._cur.adbc_statement.set_options(
+                **{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)}
+            )
+        self._cur.execute(sql)
+        for batch in self._cur.fetch_record_batch():
+            if batch.num_rows:
+                yield batch
 
 
 class LedgerSource:
@@ -127,74 +264,81 @@ class LedgerSource:
             self._uri = url.set(drivername="postgresql").render_as_string(hide_password=False)
         else:  # database_url() already refuses these; keep the message precise anyway
             raise ConfigurationError(f"unsupported ledger backend {self.backend!r}")
+        self._conn: Any = None
+        self._checked = False  # whether the change log was found once (it stays)
 
-    @contextmanager
-    def _cursor(self) -> Iterator[Any]:
+    def _connect(self) -> Any:
         try:
             if self.backend == "sqlite":
-                conn: Any = adbc_driver_sqlite.dbapi.connect(self._uri)
+                conn: Any = adbc_driver_sqlite.dbapi.connect(self._uri, autocommit=True)
             else:
-                conn = adbc_driver_postgresql.dbapi.connect(self._uri)
+                conn = adbc_driver_postgresql.dbapi.connect(self._uri, autocommit=True)
         except Exception as exc:  # ADBC raises its own DBAPI errors per driver
             raise DatabaseUnreachable(
                 f"cannot read the ledger database {display_url(self.url)}: {exc}",
                 url=display_url(self.url),
             ) from None
-        try:
+        if self.backend == "postgresql":
             with conn.cursor() as cur:
-                if self.backend == "postgresql":
-                    # The gap probes' row estimates are wild guesses that would
-                    # trigger JIT compilation, slower than the lookups themselves.
-                    cur.execute("SET jit = off")
-                yield cur
-        finally:
-            conn.close()
+                # The gap probes' row estimates are wild guesses that would
+                # trigger JIT compilation, slower than the lookups themselves.
+                cur.execute("SET jit = off")
+        return conn
 
-    def _one(self, sql: str, parameter: object) -> int | None:
-        with self._cursor() as cur:
-            cur.execute(sql, parameters=(parameter,))
-            (value,) = cur.fetchone()
-        return None if value is None else int(value)
+    def _begin(self) -> Any:
+        """A cursor on the kept connection, inside a new read transaction.
 
-    def max_id(self) -> int | None:
-        """The ledger's highest id (the primary key's last entry)."""
-        with self._cursor() as cur:
-            cur.execute(f"SELECT max(id) FROM {TABLE_NAME}")  # noqa: S608
-            (value,) = cur.fetchone()
-        return None if value is None else int(value)
+        A PostgreSQL connection is kept between syncs (connecting costs more
+        than a sync with nothing new); a kept one that broke (a server
+        restart) is replaced once.
+        """
+        begin = (
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+            if self.backend == "postgresql"
+            else "BEGIN"
+        )
+        for attempt in (1, 2):
+            fresh = self._conn is None
+            if self._conn is None:
+                self._conn = self._connect()
+            cur = self._conn.cursor()
+            try:
+                cur.execute(begin)
+                return cur
+            except Exception as exc:  # ADBC raises its own DBAPI errors per driver
+                cur.close()
+                self.close()
+                if fresh or attempt == 2:
+                    raise DatabaseUnreachable(
+                        f"cannot read the ledger database {display_url(self.url)}: {exc}",
+                        url=display_url(self.url),
+                    ) from None
+        raise AssertionError("unreachable")
 
-    def count_above(self, above_id: int) -> int:
-        """How many rows have ``id > above_id`` (an index range count)."""
-        placeholder = "?" if self.backend == "sqlite" else "$1"
-        sql = f"SELECT count(*) FROM {TABLE_NAME} WHERE id > {placeholder}"  # noqa: S608
-        return self._one(sql, above_id) or 0
+    def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with suppress(Exception):  # closing a broken connection may fail too
+                conn.close()
 
-    def count_in(self, ranges: Sequence[tuple[int, int]]) -> int:
-        """How many rows have an id inside one of the open intervals ``ranges``."""
-        if not ranges:
-            return 0
-        join = _SQLITE_RANGES if self.backend == "sqlite" else _PG_RANGES
-        return self._one(f"SELECT count(*) FROM {join}", ranges_json(ranges)) or 0  # noqa: S608
+    @contextmanager
+    def snapshot(self) -> Iterator[LedgerSnapshot]:
+        """One read-only transaction: every read through it sees the same ledger.
 
-    def batches(self, above_id: int) -> Iterator[pa.RecordBatch]:
-        """Every row with ``id > above_id`` in id order, as Arrow batches."""
-        sql = sqlite_select() if self.backend == "sqlite" else postgres_select()
-        return self._batches(sql, above_id)
-
-    def batches_in(self, ranges: Sequence[tuple[int, int]]) -> Iterator[pa.RecordBatch]:
-        """Every row inside the open intervals ``ranges``, in id order, as Arrow batches."""
+        PostgreSQL: REPEATABLE READ, whose snapshot is taken at the first
+        read; SQLite: a read transaction (WAL readers see one commit).
+        """
+        cur = self._begin()
+        try:
+            yield LedgerSnapshot(cur, self.backend, self.url, self._checked)
+            self._checked = True
+            cur.execute("ROLLBACK")  # read only: nothing to keep
+        except BaseException:
+            cur.close()
+            self.close()  # its state is unknown: the next snapshot reconnects
+            raise
+        cur.close()
         if self.backend == "sqlite":
-            sql = sqlite_select(ranges=True)
-        else:
-            sql = postgres_select(ranges=True)
-        return self._batches(sql, ranges_json(ranges))
-
-    def _batches(self, sql: str, parameter: object) -> Iterator[pa.RecordBatch]:
-        with self._cursor() as cur:
-            if self.backend == "sqlite":
-                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
-            cur.execute(sql, parameters=(parameter,))
-            reader = cur.fetch_record_batch()
-            for batch in reader:
-                if batch.num_rows:
-                    yield batch
+            # A kept ADBC SQLite connection goes on reading its first snapshot;
+            # opening a file costs next to nothing anyway.
+            self.close()

@@ -13,9 +13,14 @@ views stored in the file (``views/stored/<name>.sql``) read those instead:
     ``sid``: served calls, distinct upstream lists, the last served attempt
     and the transition counts that do not depend on the idle window.
 ``state_transitions``
-    one row per transition with its gap, whether the identity changed and the
-    later attempt's input and cache-read tokens; the idle window (a setting) is
-    applied when the views read them.
+    one row per transition with its gap, whether the identity changed, the
+    later attempt's input and cache-read tokens and the previous attempt's
+    cache reads (what ``switch_costs`` says a switch lost); the idle window (a
+    setting) is applied when the views read them.
+``state_clusters``
+    per session and upstream identity, attempt, error and latency sums: the
+    session clusters the verdict's design effects come from
+    (:mod:`ledger.analytics.clusters`).
 ``state_rollup``
     row counts and token/cost sums per (agent, model, provider, upstream,
     key_sent, status, response_cache_hit, attempt >= 1, usage_reported,
@@ -29,13 +34,13 @@ views stored in the file (``views/stored/<name>.sql``) read those instead:
 
 Nothing here depends on a setting, so ``UPDATE ledger_settings`` takes effect
 at once. New rows are folded in incrementally: a call's or session's existing
-aggregate is merged with the new rows' one. The one thing that does not merge
-is a session whose new served attempt sorts *before* its last known one (a
-late commit, a skewed clock): such sessions are recomputed from their rows.
+aggregate is merged with the new rows' one. What does not merge is derived
+again from the rows, by key: a session whose new served attempt sorts
+*before* its last known one (a late commit, a skewed clock), and every call
+and session a changed or deleted row touches (:func:`fold_changes`).
 ``state_meta`` records the row count and max id the state reflects; when the
 table no longer matches (the file came from an older version, or someone
-edited ``token_usage`` by hand), the state is rebuilt from the rows. The
-copy's id gaps (:mod:`ledger.analytics.gaps`) are kept with the state.
+edited ``token_usage`` by hand), the state is rebuilt from the rows.
 """
 
 # Every SQL string here is composed from this module's constants and
@@ -51,11 +56,11 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics import gaps, session_state
+from ledger.analytics import clusters, gaps, session_state
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 3
+STATE_VERSION: Final = 4
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
 #: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).
@@ -92,17 +97,19 @@ STATE_DDL: Final = (
         sid BIGINT NOT NULL, session_id VARCHAR, actor_id VARCHAR, requested_model VARCHAR,
         previous_started_at TIMESTAMPTZ, started_at TIMESTAMPTZ, previous_upstream VARCHAR,
         upstream VARCHAR, key_sent BOOLEAN, gap_s DOUBLE, changed BOOLEAN,
-        input_tokens BIGINT, cache_read_tokens BIGINT, usage_reported BOOLEAN)""",
+        input_tokens BIGINT, cache_read_tokens BIGINT, usage_reported BOOLEAN,
+        previous_cache_read_tokens BIGINT)""",
     """CREATE TABLE IF NOT EXISTS state_rollup (
         actor_id VARCHAR, requested_model VARCHAR, provider VARCHAR, upstream VARCHAR,
         key_sent BOOLEAN, status VARCHAR, response_cache_hit BOOLEAN, is_attempt BOOLEAN,
         usage_reported BOOLEAN, abandoned BOOLEAN, rows BIGINT, input_tokens BIGINT,
         cache_read_tokens BIGINT, cache_write_tokens BIGINT,
         read_rows BIGINT, latency_rows BIGINT, cost_usd DECIMAL(38, 10),
-        costed_input_tokens BIGINT)""",
+        costed_input_tokens BIGINT, cost_rows BIGINT)""",
     "CREATE TABLE IF NOT EXISTS state_upstreams "
     "(gid INTEGER NOT NULL, requested_model VARCHAR, upstream VARCHAR)",
-    "CREATE TABLE IF NOT EXISTS state_latency (gid INTEGER NOT NULL, latency_ms DOUBLE NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS state_latency "
+    "(gid INTEGER NOT NULL, latency_ms DOUBLE NOT NULL, id BIGINT NOT NULL)",
 )
 
 # -- calls ----------------------------------------------------------------------
@@ -157,7 +164,8 @@ SELECT {_ROLLUP_KEYS},
     count(latency_ms) AS latency_rows,
     sum(cost_usd) AS cost_usd,
     CAST(coalesce(sum(input_tokens) FILTER (WHERE cost_usd IS NOT NULL), 0) AS BIGINT)
-        AS costed_input_tokens
+        AS costed_input_tokens,
+    count(cost_usd) AS cost_rows
 FROM (
     SELECT *, session_key IS NOT NULL AS key_sent, attempt >= 1 AS is_attempt,
         coalesce(error_type = 'abandoned', false) AS abandoned
@@ -165,19 +173,35 @@ FROM (
 )
 GROUP BY {_ROLLUP_KEYS}
 """
+# Parts may be negative (rows removed or replaced): a group left with no rows
+# goes, and a cost sum over no costed row is NULL, as sum() over rows says.
 _ROLLUP_MERGE: Final = f"""
-SELECT {_ROLLUP_KEYS},
-    CAST(sum(rows) AS BIGINT), CAST(sum(input_tokens) AS BIGINT),
-    CAST(sum(cache_read_tokens) AS BIGINT), CAST(sum(cache_write_tokens) AS BIGINT),
-    CAST(sum(read_rows) AS BIGINT), CAST(sum(latency_rows) AS BIGINT), sum(cost_usd),
-    CAST(sum(costed_input_tokens) AS BIGINT)
-FROM (SELECT * FROM state_rollup UNION ALL SELECT * FROM state_new_rollup)
-GROUP BY {_ROLLUP_KEYS}
+SELECT {_ROLLUP_KEYS}, rows, input_tokens, cache_read_tokens, cache_write_tokens, read_rows,
+    latency_rows, CASE WHEN cost_rows = 0 THEN NULL ELSE cost_usd END, costed_input_tokens,
+    cost_rows
+FROM (
+    SELECT {_ROLLUP_KEYS},
+        CAST(sum(rows) AS BIGINT) AS rows, CAST(sum(input_tokens) AS BIGINT) AS input_tokens,
+        CAST(sum(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
+        CAST(sum(cache_write_tokens) AS BIGINT) AS cache_write_tokens,
+        CAST(sum(read_rows) AS BIGINT) AS read_rows,
+        CAST(sum(latency_rows) AS BIGINT) AS latency_rows, sum(cost_usd) AS cost_usd,
+        CAST(sum(costed_input_tokens) AS BIGINT) AS costed_input_tokens,
+        CAST(sum(cost_rows) AS BIGINT) AS cost_rows
+    FROM (SELECT * FROM state_rollup UNION ALL SELECT * FROM state_new_rollup)
+    GROUP BY {_ROLLUP_KEYS}
+)
+WHERE rows <> 0
+"""
+_ROLLUP_NEGATED: Final = f"""
+SELECT {_ROLLUP_KEYS}, -rows, -input_tokens, -cache_read_tokens, -cache_write_tokens,
+    -read_rows, -latency_rows, -cost_usd, -costed_input_tokens, -cost_rows
+FROM ({_ROLLUP_PARTS.format(src="state_removed_rows")})
 """
 
 # -- latencies ------------------------------------------------------------------
 _SERVED_LATENCY: Final = """
-SELECT requested_model, coalesce(upstream, provider) AS upstream, latency_ms
+SELECT requested_model, coalesce(upstream, provider) AS upstream, latency_ms, id
 FROM {src}
 WHERE attempt >= 1 AND status = 'ok' AND NOT response_cache_hit AND latency_ms IS NOT NULL
 """
@@ -194,15 +218,10 @@ FROM (
 """
 _NEW_LATENCIES: Final = f"""
 INSERT INTO state_latency
-SELECT g.gid, l.latency_ms
+SELECT g.gid, l.latency_ms, l.id
 FROM ({_SERVED_LATENCY}) AS l
 JOIN state_upstreams AS g USING (requested_model, upstream)
 """
-
-_TRANSITION_TOKENS: Final = (
-    "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'state_transitions' "
-    "AND column_name = 'input_tokens'"
-)
 
 
 def _one(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] = ()) -> int:
@@ -217,15 +236,13 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
         stored = con.execute("SELECT max(version) FROM state_meta").fetchall()[0][0]
         if stored is not None and stored != STATE_VERSION:
             # Another shape: dropped and created anew (then rebuilt, as not current).
-            for table in STATE_TABLES:
+            for table in (*STATE_TABLES, clusters.TABLE):
                 con.execute(f"DROP TABLE IF EXISTS {table}")
             con.execute("DELETE FROM state_meta")
     for ddl in STATE_DDL:
         con.execute(ddl)
-    if _one(con, _TRANSITION_TOKENS) == 0:  # a version 1 file: rebuilt on open
-        con.execute("ALTER TABLE state_transitions ADD COLUMN input_tokens INTEGER")
-        con.execute("ALTER TABLE state_transitions ADD COLUMN cache_read_tokens INTEGER")
     gaps.ensure_table(con)
+    clusters.ensure_table(con)
 
 
 def _fold_calls(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:
@@ -277,11 +294,14 @@ def _fold_latency(con: duckdb.DuckDBPyConnection, src: str) -> None:
     con.execute(_NEW_LATENCIES.format(src=src))
 
 
-def _fold(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:
+def _fold(
+    con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool, upto: int | None = None
+) -> None:
     _fold_calls(con, src, fresh=fresh)
     _fold_rollup(con, src, fresh=fresh)
     _fold_latency(con, src)
-    session_state.fold(con, src)
+    session_state.fold(con, src, upto=upto)
+    clusters.fold(con, src, fresh=fresh)
 
 
 def _write_meta(con: duckdb.DuckDBPyConnection) -> None:
@@ -311,12 +331,12 @@ def _fold_range(con: duckdb.DuckDBPyConnection, low: int, high: int, *, fresh: b
         f"SELECT * FROM {TABLE_NAME} WHERE id > ? AND id <= ?",
         [low, high],
     )
-    _fold(con, "state_new_rows", fresh=fresh)
+    _fold(con, "state_new_rows", fresh=fresh, upto=high)
     con.execute("DROP TABLE state_new_rows")
 
 
 def _clear(con: duckdb.DuckDBPyConnection) -> None:
-    for table in (*STATE_TABLES, "state_meta"):
+    for table in (*STATE_TABLES, clusters.TABLE, "state_meta"):
         con.execute(f"DELETE FROM {table}")
 
 
@@ -340,7 +360,6 @@ def rebuild(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _finish(con: duckdb.DuckDBPyConnection) -> None:
-    gaps.rebuild(con)
     _write_meta(con)
 
 
@@ -392,33 +411,67 @@ def is_current(con: duckdb.DuckDBPyConnection) -> bool:
     return len(meta) == 1 and meta[0] == (STATE_VERSION, *table)
 
 
-def fold_new_rows(
-    con: duckdb.DuckDBPyConnection, *, above_id: int, late_ids: Sequence[int]
-) -> None:
-    """Fold the rows just copied (ids above ``above_id``, plus ``late_ids``) into the state.
+def _refold(con: duckdb.DuckDBPyConnection) -> None:
+    """Fold changes that replaced or removed rows: what they touch is derived again.
 
-    Call inside the sync's transaction, after the rows are in ``token_usage``
-    and only when the state matched the table before they were added.
+    Calls and sessions touched by an old or a new version are recomputed from
+    their rows (by key, wherever their ids are); the rollup takes the new rows'
+    sums minus the old ones'; the old rows' latencies go by id.
     """
-    # Two plain range reads, so zone maps skip the old rows (an OR would scan them all).
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE state_new_rows AS SELECT * FROM {TABLE_NAME} WHERE id > ?",
-        [above_id],
+        "CREATE OR REPLACE TEMP TABLE state_touched_rows AS "
+        "SELECT * FROM state_removed_rows UNION ALL SELECT * FROM state_new_rows"
     )
-    if late_ids:
-        con.execute(
-            f"INSERT INTO state_new_rows SELECT * FROM {TABLE_NAME} "
-            "WHERE id >= ? AND id <= ? AND list_contains(CAST(? AS BIGINT[]), id)",
-            [min(late_ids), max(late_ids), list(late_ids)],
-        )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE state_touched_calls AS "
+        "SELECT DISTINCT hash(call_id) AS ckey, call_id FROM state_touched_rows"
+    )
+    con.execute(
+        "DELETE FROM state_calls WHERE ckey IN (SELECT ckey FROM state_touched_calls) "
+        "AND call_id IN (SELECT call_id FROM state_touched_calls)"
+    )
+    rows = (
+        f"(SELECT * FROM {TABLE_NAME} WHERE call_id IN (SELECT call_id FROM state_touched_calls))"
+    )
+    con.execute(f"INSERT INTO state_calls {_CALL_PARTS.format(src=rows)}")
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE state_new_rollup AS "
+        f"{_ROLLUP_PARTS.format(src='state_new_rows')} UNION ALL {_ROLLUP_NEGATED}"
+    )
+    con.execute(f"CREATE OR REPLACE TEMP TABLE state_merged_rollup AS {_ROLLUP_MERGE}")
+    con.execute("DELETE FROM state_rollup")
+    con.execute("INSERT INTO state_rollup SELECT * FROM state_merged_rollup")
+    con.execute("DELETE FROM state_latency WHERE id IN (SELECT id FROM state_removed_rows)")
+    _fold_latency(con, "state_new_rows")
+    session_state.fold(con, "state_touched_rows", rederive=True)
+    # The session clusters are sums too, but keyed wider than a row: recomputed
+    # from the rows (one aggregate) when rows were replaced or removed.
+    con.execute(f"DELETE FROM {clusters.TABLE}")
+    clusters.fold(con, TABLE_NAME, fresh=True)
+    for table in (
+        "state_touched_rows",
+        "state_touched_calls",
+        "state_new_rollup",
+        "state_merged_rollup",
+    ):
+        con.execute(f"DROP TABLE {table}")
+
+
+def fold_changes(con: duckdb.DuckDBPyConnection) -> None:
+    """Fold one sync's changes into the state, inside the sync's transaction.
+
+    ``state_removed_rows``: the versions of the changed rows the copy held
+    before (now gone from ``token_usage``); ``state_new_rows``: their current
+    versions (now in it). Call only when the state matched the table before.
+    """
     new = _one(con, "SELECT count(*) FROM state_new_rows")
+    removed = _one(con, "SELECT count(*) FROM state_removed_rows")
     total = _one(con, f"SELECT count(*) FROM {TABLE_NAME}")
-    if new >= REBUILD_SHARE * total:
-        con.execute("DROP TABLE state_new_rows")
+    if new + removed >= REBUILD_SHARE * total:
         rebuild(con)
         return
-    if new:
+    if removed:
+        _refold(con)
+    elif new:  # only rows the copy never held: their aggregates merge
         _fold(con, "state_new_rows", fresh=False)
-    con.execute("DROP TABLE state_new_rows")
-    gaps.fold(con, above_id=above_id, late_ids=late_ids)
     _write_meta(con)

@@ -1,28 +1,59 @@
-"""Incremental copy of the ledger's rows into the local DuckDB file, by ``id``.
+"""Incremental copy of the ledger into the local DuckDB file, driven by the ledger's change log.
 
-Each sync reads the rows above the last id it copied, and the rows that landed
-in the copy's *gaps* (ids below it that it does not hold, see
-:mod:`ledger.analytics.gaps`): on PostgreSQL ids come from a sequence, so a
-transaction that took lower ids can commit after higher ones were copied.
-With nothing new, a sync costs one ``max(id)`` lookup and one probe of the
-gaps (none at all on a ledger whose ids have no holes).
+Change tracking
+---------------
+Triggers (migration 0003) append the id of every inserted, updated or deleted
+``token_usage`` row to ``ledger_changes`` inside the writing transaction;
+``seq`` numbers that log. Each sync reads, in one snapshot of the ledger
+(REPEATABLE READ on PostgreSQL, one read transaction on SQLite):
 
-A usual sync runs in one DuckDB transaction, so an interrupted sync leaves
-the file as it was; the same transaction folds the new rows into the state
-tables the views read (:mod:`ledger.analytics.state`), so views and rows never
-disagree. A bulk sync (the first, a rebuild, a backlog of a quarter of the
-file or more) commits in steps instead, to keep memory bounded: see
-:func:`_sync_in_steps`.
+* the changes above ``max_seq``, the highest seq it has seen, and the
+  changes inside its open *gaps*, seqs below that it has not seen
+  (:mod:`ledger.analytics.gaps`);
+* the current version of every row those changes name; a row named but
+  absent was deleted.
 
-The whole copy is rebuilt when the file was filled from another ledger, or
-when the ledger's ids went backwards (it was recreated).
+and replaces exactly those rows in the copy: their old versions go, their
+current ones come in. Applying a change twice gives the same copy, so nothing
+depends on reading each change exactly once; a row's id is a key, never an
+order (ids are taken in one order and committed in another, and SQLite's
+AUTOINCREMENT keeps a deleted id from coming back).
+
+Why the gaps close exactly. On PostgreSQL ``seq`` comes from a sequence, taken
+before commit: a seq can turn visible after higher ones (a late commit) or
+never (a rollback). Every seq at or below the highest one a snapshot sees was
+taken before that snapshot, by a transaction that already had its xid (the
+trigger runs after the row is written), so by a transaction below the
+snapshot's ``xmax``. Each gap remembers that ``xmax`` (``final_xmax``); once a
+later snapshot's ``xmin`` reaches it, every such transaction has ended, that
+sync reads the gap one last time and closes it. With no transaction in flight
+(``xmin == xmax``) a gap closes in the sync that found it. Gaps open longer
+than :data:`~ledger.analytics.gaps.GAP_MAX_AGE` (a transaction open for a day,
+or an unrelated one holding ``xmin`` back) are closed anyway and counted;
+``ledger sync --verify`` then tells whether the copy still matches. SQLite has
+one writer at a time and its AUTOINCREMENT rolls back with the transaction, so
+its log has no gaps.
+
+Cost. With nothing new a sync is one snapshot, one ``max(seq)`` and one
+index probe per open gap. The changed rows are read by primary key; the state
+tables (:mod:`ledger.analytics.state`) fold them in the same DuckDB
+transaction as the rows, so an interrupted sync leaves the file as it was.
+A bulk sync (the first, a rebuild, a backlog of a quarter of the copy or more)
+commits in steps to bound memory (:func:`_apply_in_steps`): the cursor is
+written last, so an interrupted one is applied again, harmlessly.
+
+The whole copy is rebuilt when it was filled from another ledger, when the
+change log went backwards (the ledger was recreated), or on ``full``.
 """
 
+# SQL here is composed from module constants and ledger.schema names; values are bound.
+# ruff: noqa: S608
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import duckdb
@@ -32,14 +63,17 @@ import pyarrow.compute as pc
 from ledger.analytics import gaps
 from ledger.analytics import state as aggregates
 from ledger.analytics.local import insert_sql
-from ledger.analytics.source import LedgerSource
+from ledger.analytics.source import Horizon, LedgerSnapshot, LedgerSource
 from ledger.schema import TABLE_NAME
 from ledger.store.engine import display_url
 
 #: Rows per INSERT into DuckDB: fewer, larger statements amortise planning.
 CHUNK_ROWS: Final = 262_144
-#: Rows a bulk sync copies between two checkpoints (see :func:`_sync_in_steps`).
+#: Rows a bulk sync copies between two checkpoints (see :func:`_apply_in_steps`).
 CHECKPOINT_ROWS: Final = 2_000_000
+
+#: Up to this many changed rows are read by listing their ids (else by the log again).
+LISTED_IDS: Final = 50_000
 
 #: ``progress(rows_done, rows_total)``, called after each chunk of a sync.
 ProgressCallback = Callable[[int, int], None]
@@ -47,29 +81,50 @@ ProgressCallback = Callable[[int, int], None]
 
 @dataclass(frozen=True, slots=True)
 class SyncResult:
-    """What one sync did."""
+    """What one sync did.
+
+    ``rows_added``: rows the copy did not hold; ``rows_updated``: rows it held
+    whose new version it took; ``rows_deleted``: rows it dropped. ``last_id``:
+    the copy's highest id. ``gaps_open``: change-log gaps still awaited;
+    ``gaps_expired``: gaps given up on so far (see :mod:`ledger.analytics.gaps`).
+    """
 
     rows_added: int
     last_id: int
     rows_total: int
     seconds: float
     rebuilt: bool
+    rows_updated: int = 0
+    rows_deleted: int = 0
+    gaps_open: int = 0
+    gaps_expired: int = 0
 
     @property
     def up_to_date_already(self) -> bool:
-        return self.rows_added == 0 and not self.rebuilt
+        return self.rows_added == self.rows_updated == self.rows_deleted == 0 and not self.rebuilt
 
 
 @dataclass(frozen=True, slots=True)
-class _Mark:
-    source: str | None
-    last_id: int
-    rows_total: int
+class Cursor:
+    """How far the copy has read the ledger's change log."""
+
+    source: str
+    max_seq: int
+    gaps_closed: int
+    gaps_expired: int
 
 
-def _read_mark(con: duckdb.DuckDBPyConnection) -> _Mark:
-    row = con.execute("SELECT source, last_id, rows_total FROM ledger_sync").fetchone()
-    return _Mark(None, 0, 0) if row is None else _Mark(row[0], int(row[1]), int(row[2]))
+def read_cursor(con: duckdb.DuckDBPyConnection) -> Cursor | None:
+    rows = con.execute(
+        "SELECT source, max_seq, gaps_closed, gaps_expired FROM ledger_cursor"
+    ).fetchall()
+    row = rows[0] if rows else None
+    return None if row is None else Cursor(str(row[0]), int(row[1]), int(row[2]), int(row[3]))
+
+
+def _one(con: duckdb.DuckDBPyConnection, sql: str) -> int:
+    rows = con.execute(sql).fetchall()  # all: a half-read result blocks the connection
+    return 0 if not rows or rows[0][0] is None else int(rows[0][0])
 
 
 def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
@@ -92,54 +147,14 @@ def _arrow_kinds(schema: pa.Schema) -> dict[str, str]:
     }
 
 
-def _insert(con: duckdb.DuckDBPyConnection, chunk: pa.Table, low: int, high: int) -> list[int]:
-    """Insert the chunk's rows the file lacks (it may hold ids in ``(low, high]``); their ids."""
+def _insert(con: duckdb.DuckDBPyConnection, chunk: pa.Table) -> int:
+    """Insert a chunk of rows (the copy holds none of them); how many."""
     con.register("ledger_incoming", chunk)
     try:
-        sql = insert_sql(_arrow_kinds(chunk.schema), "ledger_incoming") + " RETURNING id"
-        return [int(r[0]) for r in con.execute(sql, [low, high]).fetchall()]
+        rows = con.execute(insert_sql(_arrow_kinds(chunk.schema), "ledger_incoming")).fetchall()
     finally:
         con.unregister("ledger_incoming")
-
-
-def _insert_new(con: duckdb.DuckDBPyConnection, chunk: pa.Table, last_id: int) -> int:
-    """Insert a chunk of rows above ``last_id`` (none can be held: no lookups); how many."""
-    con.register("ledger_incoming", chunk)
-    try:
-        sql = insert_sql(_arrow_kinds(chunk.schema), "ledger_incoming")
-        row = con.execute(sql, [last_id, last_id]).fetchone()
-    finally:
-        con.unregister("ledger_incoming")
-    return int(row[0]) if row else 0
-
-
-def _copy_rows(
-    con: duckdb.DuckDBPyConnection,
-    source: LedgerSource,
-    last_id: int,
-    total: int,
-    progress: ProgressCallback | None,
-) -> tuple[int, int]:
-    """Insert what the ledger has above ``last_id``; returns (rows added, max id seen)."""
-    added, max_id = 0, last_id
-    for chunk in _chunks(source.batches(last_id)):
-        added += _insert_new(con, chunk, last_id)
-        max_id = max(max_id, int(pc.max(chunk.column("id")).as_py()))
-        if progress is not None:
-            progress(min(added, total), total)
-    return added, max_id
-
-
-def _copy_late(
-    con: duckdb.DuckDBPyConnection, source: LedgerSource, ranges: list[tuple[int, int]]
-) -> list[int]:
-    """Insert the rows that landed in the gaps ``ranges``; returns their ids."""
-    late: list[int] = []
-    for chunk in _chunks(source.batches_in(ranges)):
-        ids = chunk.column("id")
-        low = int(pc.min(ids).as_py())  # the sentinel (-1) included: a harmless bound
-        late += _insert(con, chunk, low, int(pc.max(ids).as_py()))
-    return late
+    return int(rows[0][0]) if rows else 0
 
 
 def ensure_aggregates(con: duckdb.DuckDBPyConnection) -> bool:
@@ -154,82 +169,228 @@ def ensure_aggregates(con: duckdb.DuckDBPyConnection) -> bool:
     return True
 
 
-def _write_mark(con: duckdb.DuckDBPyConnection, name: str, last_id: int, rows_total: int) -> None:
-    con.execute("DELETE FROM ledger_sync")
-    con.execute("INSERT INTO ledger_sync VALUES (?, ?, now(), ?)", [name, last_id, rows_total])
-
-
-def _sync_in_one_transaction(
-    con: duckdb.DuckDBPyConnection,
-    source: LedgerSource,
-    mark: _Mark,
-    ranges: list[tuple[int, int]] | None,
-    total: int,
-    progress: ProgressCallback | None,
-) -> tuple[int, int]:
-    """Copy the new rows and fold them into the state, all or nothing; (rows added, last id)."""
+def _in_transaction(con: duckdb.DuckDBPyConnection, work: Callable[[], None]) -> None:
     con.execute("BEGIN TRANSACTION")
     try:
-        late = _copy_late(con, source, ranges) if ranges else []
-        added, last_id = _copy_rows(con, source, mark.last_id, total, progress)
-        aggregates.fold_new_rows(con, above_id=mark.last_id, late_ids=late)
-        _write_mark(con, str(mark.source), last_id, mark.rows_total + added + len(late))
+        work()
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return added + len(late), last_id
 
 
-def _sync_in_steps(
+@dataclass(slots=True)
+class _Counts:
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    closed: gaps.Closed = field(default_factory=gaps.Closed)
+
+
+def _write_marks(
     con: duckdb.DuckDBPyConnection,
-    source: LedgerSource,
-    mark: _Mark,
-    ranges: list[tuple[int, int]] | None,
+    name: str,
+    cursor: Cursor | None,
+    horizon: Horizon,
+    seen: pa.Table,
+    closed_before: tuple[int, int],
+) -> gaps.Closed:
+    """Record the change log read up to ``horizon`` (gaps, cursor) and the copy's extent."""
+    old_max = 0 if cursor is None else cursor.max_seq
+    closed = gaps.update(
+        con,
+        seen,
+        old_max=old_max,
+        new_max=max(old_max, horizon.max_seq),
+        xmin=horizon.xmin,
+        xmax=horizon.xmax,
+        now=dt.datetime.now(dt.UTC),
+    )
+    con.execute("DELETE FROM ledger_cursor")
+    con.execute(
+        "INSERT INTO ledger_cursor VALUES (?, ?, ?, ?)",
+        [
+            name,
+            max(old_max, horizon.max_seq),
+            closed_before[0] + closed.final,
+            closed_before[1] + closed.expired,
+        ],
+    )
+    rows, last_id = con.execute(
+        f"SELECT count(*), coalesce(max(id), 0) FROM {TABLE_NAME}"
+    ).fetchall()[0]
+    con.execute("DELETE FROM ledger_sync")
+    con.execute("INSERT INTO ledger_sync VALUES (?, ?, now(), ?)", [name, last_id, rows])
+    return closed
+
+
+def _take_changed_ids(con: duckdb.DuckDBPyConnection, changes: pa.Table) -> None:
+    """``sync_ids``: the distinct row ids the changes name; ``state_removed_rows``: the
+    copy's versions of them, deleted from ``token_usage``."""
+    con.register("sync_changes", changes)
+    try:
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE sync_ids AS "
+            "SELECT DISTINCT row_id AS id FROM sync_changes"
+        )
+    finally:
+        con.unregister("sync_changes")
+    # The id range lets zone maps skip the copy's untouched row groups.
+    held = (
+        f"FROM {TABLE_NAME} WHERE id BETWEEN (SELECT min(id) FROM sync_ids) "
+        "AND (SELECT max(id) FROM sync_ids) AND id IN (SELECT id FROM sync_ids)"
+    )
+    con.execute(f"CREATE OR REPLACE TEMP TABLE state_removed_rows AS SELECT * {held}")
+    if _one(con, "SELECT count(*) FROM state_removed_rows"):
+        con.execute(f"DELETE {held}")
+
+
+def _new_rows_table(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE state_new_rows AS "
+        f"SELECT * FROM {TABLE_NAME} WHERE id BETWEEN (SELECT min(id) FROM sync_ids) "
+        "AND (SELECT max(id) FROM sync_ids) AND id IN (SELECT id FROM sync_ids)"
+    )
+
+
+def _count_effects(con: duckdb.DuckDBPyConnection, counts: _Counts) -> None:
+    new = _one(con, "SELECT count(*) FROM state_new_rows")
+    old = _one(con, "SELECT count(*) FROM state_removed_rows")
+    counts.updated = _one(
+        con, "SELECT count(*) FROM state_new_rows WHERE id IN (SELECT id FROM state_removed_rows)"
+    )
+    counts.added = new - counts.updated
+    counts.deleted = old - counts.updated
+
+
+def _drop_temps(con: duckdb.DuckDBPyConnection) -> None:
+    for table in ("sync_ids", "state_removed_rows", "state_new_rows"):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def _apply_in_one_transaction(
+    con: duckdb.DuckDBPyConnection,
+    snap: LedgerSnapshot,
+    cursor: Cursor,
+    ranges: gaps.Ranges,
+    changes: pa.Table,
+    horizon: Horizon,
+    progress: ProgressCallback | None,
+) -> _Counts:
+    """Apply the changes and fold them into the state, all or nothing."""
+    counts = _Counts()
+
+    def work() -> None:
+        if changes.num_rows:
+            _take_changed_ids(con, changes)
+            distinct = pc.unique(changes.column("row_id"))
+            if len(distinct) <= LISTED_IDS:
+                named = snap.rows_with_ids(distinct)
+            else:
+                named = snap.rows_named(cursor.max_seq, ranges)
+            for chunk in _chunks(named):
+                _insert(con, chunk)
+            _new_rows_table(con)
+            _count_effects(con, counts)
+            aggregates.fold_changes(con)
+            _drop_temps(con)
+        counts.closed = _write_marks(
+            con,
+            cursor.source,
+            cursor,
+            horizon,
+            changes,
+            (cursor.gaps_closed, cursor.gaps_expired),
+        )
+
+    _in_transaction(con, work)
+    if progress is not None:
+        progress(counts.added + counts.updated, counts.added + counts.updated)
+    return counts
+
+
+def _apply_in_steps(
+    con: duckdb.DuckDBPyConnection,
+    snap: LedgerSnapshot,
+    name: str,
+    cursor: Cursor | None,
+    ranges: gaps.Ranges,
+    changes: pa.Table | None,
+    horizon: Horizon,
     total: int,
     progress: ProgressCallback | None,
-) -> tuple[int, int]:
-    """A bulk copy (a first sync, a rebuild, a large backlog) in committed steps.
+) -> _Counts:
+    """A bulk sync (a rebuild when ``changes`` is None) in committed steps.
 
     DuckDB holds what a transaction wrote in memory until a checkpoint, so
     copying millions of rows in one transaction peaks at several GiB. Here the
-    state is invalidated first, each chunk of rows commits with the mark that
-    says how far the copy got, a checkpoint follows every CHECKPOINT_ROWS, and
-    the state is rebuilt in steps last. An interrupted bulk sync leaves a
-    consistent prefix of the ledger: the next sync carries on from its mark and
-    rebuilds the state.
+    state is invalidated and the changed rows (every row, for a rebuild)
+    removed first; each chunk of rows commits, a checkpoint follows every
+    CHECKPOINT_ROWS, the state is rebuilt in steps, and the cursor is written
+    last. An interrupted bulk sync is simply run again by the next one.
     """
-    con.execute("BEGIN TRANSACTION")
-    try:
+    counts = _Counts()
+
+    def start() -> None:
         con.execute("DELETE FROM state_meta")  # not current until rebuilt below
-        if mark.last_id == 0:
-            con.execute(f"DELETE FROM {TABLE_NAME}")  # noqa: S608 (a rebuild)
-        late = _copy_late(con, source, ranges) if ranges else []
-        _write_mark(con, str(mark.source), mark.last_id, mark.rows_total + len(late))
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    added, last_id, since_checkpoint = len(late), mark.last_id, 0
-    for chunk in _chunks(source.batches(mark.last_id)):
-        con.execute("BEGIN TRANSACTION")
-        try:
-            added += _insert_new(con, chunk, last_id)
-            last_id = max(last_id, int(pc.max(chunk.column("id")).as_py()))
-            _write_mark(con, str(mark.source), last_id, mark.rows_total + added)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+        if changes is None:
+            con.execute("DELETE FROM ledger_cursor")  # a rebuild restarts if interrupted
+            gaps.clear(con)
+            counts.deleted = _one(con, f"SELECT count(*) FROM {TABLE_NAME}")
+            con.execute(f"DELETE FROM {TABLE_NAME}")
+        else:
+            _take_changed_ids(con, changes)
+            counts.deleted = _one(con, "SELECT count(*) FROM state_removed_rows")
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE sync_removed_ids AS SELECT id FROM state_removed_rows"
+            )
+            con.execute("DROP TABLE state_removed_rows")
+
+    _in_transaction(con, start)
+    aggregates.checkpoint(con)
+    if changes is None:
+        batches = snap.rows()
+    else:
+        batches = snap.rows_named(0 if cursor is None else cursor.max_seq, ranges)
+    copied, since_checkpoint = 0, 0
+    for chunk in _chunks(batches):
+        inserted = 0
+
+        def insert(chunk: pa.Table = chunk) -> None:
+            nonlocal inserted
+            inserted = _insert(con, chunk)
+
+        _in_transaction(con, insert)
+        copied += inserted
         since_checkpoint += chunk.num_rows
         if since_checkpoint >= CHECKPOINT_ROWS:
             aggregates.checkpoint(con)
             since_checkpoint = 0
         if progress is not None:
-            progress(min(added, total), total)
+            progress(min(copied, total), total)
     aggregates.checkpoint(con)
     aggregates.rebuild_in_steps(con)
-    return added, last_id
+    seen = snap.all_seqs() if changes is None else changes
+
+    def finish() -> None:
+        before = (0, 0) if cursor is None else (cursor.gaps_closed, cursor.gaps_expired)
+        counts.closed = _write_marks(
+            con, name, None if changes is None else cursor, horizon, seen, before
+        )
+        if changes is not None:  # rows held before and still there were updated
+            counts.updated = _one(
+                con,
+                f"SELECT count(*) FROM {TABLE_NAME} WHERE id IN (SELECT id FROM sync_removed_ids)",
+            )
+            counts.added = copied - counts.updated
+            counts.deleted -= counts.updated
+        else:  # a rebuild: every row is copied afresh
+            counts.added, counts.deleted = copied, 0
+        con.execute("DROP TABLE IF EXISTS sync_ids")
+        con.execute("DROP TABLE IF EXISTS sync_removed_ids")
+
+    _in_transaction(con, finish)
+    return counts
 
 
 def sync(
@@ -242,27 +403,59 @@ def sync(
     """Bring the file's ``token_usage`` up to date with the ledger."""
     started = time.perf_counter()
     name = display_url(source.url)
-    mark = _read_mark(con)
-    max_id = source.max_id() or 0
-    rebuild = full or mark.source not in (None, name) or max_id < mark.last_id
-    late_rows = False
-    ranges: list[tuple[int, int]] = []
-    if not rebuild:
-        ensure_aggregates(con)  # the gaps must describe the rows the file holds
-        ranges, held = gaps.current(con)
-        late_rows = bool(ranges) and source.count_in(ranges) > held
-        if max_id <= mark.last_id and not late_rows:
-            return SyncResult(
-                0, mark.last_id, mark.rows_total, time.perf_counter() - started, False
+    cursor = read_cursor(con)
+    with source.snapshot() as snap:
+        horizon = snap.horizon()
+        rebuild = (
+            full
+            or cursor is None
+            or cursor.source != name
+            or horizon.max_seq < cursor.max_seq  # the log went backwards: a new ledger
+        )
+        if rebuild:
+            total = snap.row_count()
+            counts = _apply_in_steps(
+                con, snap, name, cursor, gaps.Ranges(0, "", ""), None, horizon, total, progress
             )
-        mark = _Mark(name, mark.last_id, mark.rows_total)
-    else:
-        mark = _Mark(name, 0, 0)
-    total = source.count_above(mark.last_id)
-    # Above this many new rows the state is rebuilt rather than merged: steps then.
-    bulk = rebuild or total >= aggregates.REBUILD_SHARE * mark.rows_total
-    run = _sync_in_steps if bulk else _sync_in_one_transaction
-    added, last_id = run(con, source, mark, ranges if late_rows else None, total, progress)
+        else:
+            assert cursor is not None
+            ensure_aggregates(con)
+            ranges = gaps.open_ranges(con)
+            if horizon.max_seq == cursor.max_seq and not ranges.count:
+                return _result(con, _Counts(), started, rebuilt=False)
+            changes = snap.changes(cursor.max_seq, ranges)
+            if not changes.num_rows and not gaps.closable(
+                con, xmin=horizon.xmin, now=dt.datetime.now(dt.UTC)
+            ):
+                return _result(con, _Counts(), started, rebuilt=False)  # nothing to write
+            held = _one(con, f"SELECT count(*) FROM {TABLE_NAME}")
+            distinct = len(pc.unique(changes.column("row_id")))
+            if distinct and distinct >= aggregates.REBUILD_SHARE * held:
+                counts = _apply_in_steps(
+                    con, snap, name, cursor, ranges, changes, horizon, distinct, progress
+                )
+            else:
+                counts = _apply_in_one_transaction(
+                    con, snap, cursor, ranges, changes, horizon, progress
+                )
+    return _result(con, counts, started, rebuilt=rebuild)
+
+
+def _result(
+    con: duckdb.DuckDBPyConnection, counts: _Counts, started: float, *, rebuilt: bool
+) -> SyncResult:
+    rows, last_id = con.execute(
+        f"SELECT count(*), coalesce(max(id), 0) FROM {TABLE_NAME}"
+    ).fetchall()[0]
+    cursor = read_cursor(con)
     return SyncResult(
-        added, last_id, mark.rows_total + added, time.perf_counter() - started, rebuild
+        rows_added=counts.added,
+        last_id=int(last_id),
+        rows_total=int(rows),
+        seconds=time.perf_counter() - started,
+        rebuilt=rebuilt,
+        rows_updated=counts.updated,
+        rows_deleted=counts.deleted,
+        gaps_open=_one(con, "SELECT count(*) FROM ledger_gaps"),
+        gaps_expired=0 if cursor is None else cursor.gaps_expired,
     )

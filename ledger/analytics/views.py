@@ -38,22 +38,30 @@ VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
     "agent_stickiness": ("session_stickiness",),
     "cache_hits": (),
     "upstream_scorecard": (),
-    "upstream_p95_intervals": (),
+    "upstream_clusters": (),
+    "upstream_p95_intervals": ("upstream_clusters",),
     "keyless_hit_rates": (),
     "openrouter_upstreams": (),
+    "openrouter_provider_slugs": (),
     "cost_attribution": ("calls",),
+    "switch_moves": ("transitions",),
+    "switch_costs": ("switch_moves",),
+    "cache_decay": ("transitions",),
     "provider_order_verdict": (
         "upstream_scorecard",
+        "upstream_clusters",
         "upstream_p95_intervals",
-        "keyless_hit_rates",
         "openrouter_upstreams",
+        "openrouter_provider_slugs",
+        "cache_hits",
+        "switch_moves",
     ),
     # the figures the dashboard and the demo show beside the contract's views
     "overview_totals": ("calls",),
     "cost_by_agent": ("calls",),
     "fallback_cost": ("calls",),
     "failed_attempts": (),
-    "cache_decay": ("transitions",),
+    "cache_decay_by_key": ("transitions",),
     "prompt_cache_reads": (),
     "response_cache_models": ("calls",),
 }
@@ -67,8 +75,22 @@ CONTRACT_VIEWS: Final = (
     "upstream_scorecard",
     "cost_attribution",
     "provider_order_verdict",
+    "switch_costs",
+    "cache_decay",
 )
 HELPER_VIEWS: Final = tuple(v for v in VIEW_NAMES if v not in CONTRACT_VIEWS)
+#: The order :meth:`Analytics.view` returns the small views' rows in (their keys), so
+#: the same ledger gives the same frames every run; the per-row and per-session
+#: views stay unordered (sorting millions of rows is the caller's choice).
+VIEW_ORDER: Final[dict[str, str]] = {
+    "agent_stickiness": "actor_id NULLS LAST, requested_model, key_sent DESC",
+    "cache_hits": "actor_id NULLS LAST, requested_model, upstream NULLS LAST, key_sent DESC",
+    "upstream_scorecard": "requested_model, upstream NULLS LAST",
+    "cost_attribution": "requested_provider, responding_provider NULLS LAST, requested_model",
+    "provider_order_verdict": "requested_model",
+    "switch_costs": "requested_model, actor_id NULLS LAST, day",
+    "cache_decay": "requested_model, gap_order",
+}
 
 _CREATE = re.compile(r"CREATE OR REPLACE VIEW\s+(\w+)\s+AS\s+(.*?);?\s*\Z", re.DOTALL | re.I)
 

@@ -7,9 +7,16 @@ from pathlib import Path
 from typing import Final
 
 import click
+from sqlalchemy import Engine
 
+from ledger.cli.db_scale import (
+    maintain_command,
+    not_partitioned_advice,
+    partition_command,
+    retention_command,
+)
 from ledger.errors import LedgerMissing, SchemaOutOfDate
-from ledger.store import held
+from ledger.store import held, partitions
 from ledger.store.engine import database_url, display_url, make_engine
 from ledger.store.ledger import journal_dir_for
 from ledger.store.migrate import (
@@ -39,6 +46,7 @@ def upgrade_command(revision: str) -> None:
         before = current_revision(engine)
         upgrade(engine, revision)
         after = current_revision(engine)
+        awaiting_partition = engine.dialect.name == "postgresql" and not _partitioned(engine)
     finally:
         engine.dispose()
     where = display_url(engine.url)
@@ -46,6 +54,18 @@ def upgrade_command(revision: str) -> None:
         click.echo(f"{where}: already at revision {after}")
     else:
         click.echo(f"{where}: migrated {before or 'empty'} -> {after}")
+    if awaiting_partition and after == head_revision():
+        click.echo(not_partitioned_advice(where))
+
+
+def _partitioned(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        return partitions.is_partitioned(conn.connection.driver_connection)
+
+
+db.add_command(partition_command)
+db.add_command(maintain_command)
+db.add_command(retention_command)
 
 
 @db.command("status")

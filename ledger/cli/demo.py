@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import json
 import os
 import shutil
 import sys
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
 import pandas as pd  # type: ignore[import-untyped]
@@ -23,9 +24,10 @@ import sqlalchemy as sa
 from rich.console import Console
 from sqlalchemy.engine import URL
 
-from ledger.analytics import Analytics
+from ledger.analytics import Analytics, Filters
 from ledger.cli.report import open_analytics, report
-from ledger.demo import DEFAULT_CALLS, DemoStats, run_demo
+from ledger.cli.tables import print_frame, safe
+from ledger.demo import DEFAULT_CALLS, DemoStats, next_start, run_demo
 from ledger.demo.workload import WORSE_UPSTREAM
 from ledger.schema import token_usage
 from ledger.store.engine import database_url, display_url, make_engine
@@ -148,6 +150,46 @@ def print_summary(console: Console, stats: DemoStats, analytics: Analytics, url:
     console.print(f"ledger: {display_url(url)}\nanalytics (DuckDB): {where}")
 
 
+def recommendations(analytics: Analytics) -> dict[str, dict[str, Any]]:
+    """The ``provider`` object of every warranted verdict, by model."""
+    verdicts = analytics.provider_order_verdict()
+    warranted = verdicts[verdicts["recommendation"].notna()]
+    return {
+        str(row.requested_model): json.loads(str(row.recommendation))
+        for row in warranted.itertuples(index=False)
+    }
+
+
+SCORECARD: Final = ["upstream", "attempts", "error_rate", "p95_latency_ms", "token_hit_rate",
+                    "sessions_pinned"]  # fmt: skip
+SCORECARD_HEADERS: Final = {
+    "p95_latency_ms": "p95 ms",
+    "token_hit_rate": "tok hit",
+    "error_rate": "errors",
+    "sessions_pinned": "pinned sessions",
+}
+
+
+def print_before_after(
+    console: Console, analytics: Analytics, routing: dict[str, dict[str, Any]], start: float
+) -> None:
+    """Per model whose recommendation was applied: the scorecard and verdict before and after."""
+    cut = dt.datetime.fromtimestamp(start, dt.UTC)
+    console.rule("[bold]before and after the recommendations")
+    for model, provider in sorted(routing.items()):
+        console.print(f"{safe(model)}: sent provider = {json.dumps(provider)}", markup=False)
+        for label, chosen in (
+            ("before", Filters(models=[model], end=cut)),
+            ("after", Filters(models=[model], start=cut)),
+        ):
+            card = analytics.upstream_scorecard(chosen).sort_values("upstream")
+            verdict = analytics.provider_order_verdict(chosen)
+            print_frame(console, f"{safe(model)}, {label}", card, SCORECARD,
+                        headers=SCORECARD_HEADERS)  # fmt: skip
+            for row in verdict.itertuples(index=False):
+                console.print(f"  {label}: {safe(row.headline)}", highlight=False, markup=False)
+
+
 def open_dashboard() -> None:
     """``ledger dashboard``, if this installation has it; otherwise say how to start it."""
     if importlib.util.find_spec("ledger.cli.dashboard") is None:
@@ -178,8 +220,20 @@ def open_dashboard() -> None:
     is_flag=True,
     help="Delete every row of the ledger first (a second demo run otherwise appends).",
 )
+@click.option(
+    "--apply-recommendations",
+    is_flag=True,
+    help="Replay the workload sending each warranted verdict's provider object; show the change.",
+)
 @click.pass_context
-def demo(ctx: click.Context, calls: int, seed: int, no_dashboard: bool, fresh: bool) -> None:
+def demo(
+    ctx: click.Context,
+    calls: int,
+    seed: int,
+    no_dashboard: bool,
+    fresh: bool,
+    apply_recommendations: bool,
+) -> None:
     """Simulated multi-agent traffic through the real client into the ledger, then the report.
 
     Agents with their own prompts call OpenRouter (half their sessions with the
@@ -193,15 +247,24 @@ def demo(ctx: click.Context, calls: int, seed: int, no_dashboard: bool, fresh: b
     _migrate(url)
     out = Console()
     err = Console(stderr=True)
+    routing: dict[str, dict[str, Any]] = {}
+    if apply_recommendations:
+        with open_analytics(err) as analytics:
+            routing = recommendations(analytics)
+        if not routing:
+            raise click.ClickException(
+                "no verdict in this ledger recommends a change: run `ledger demo` first"
+            )
     before = count_rows(url)
     if fresh and before:
         err.print(f"--fresh: deleted {empty_ledger(url):,} rows from {display_url(url)}")
         before = 0
+    start = next_start(url)
     out.print(f"Simulating {calls:,} calls (seed {seed}) into {display_url(url)} ...")
-    stats = run_demo(url, calls=calls, seed=seed)
+    stats = run_demo(url, calls=calls, seed=seed, start=start, routing=routing)
     print_stats(out, stats)
     command = ledger_command()
-    if before:
+    if before and not routing:  # --apply-recommendations appends on purpose: before vs after
         err.print(
             f"[yellow]The ledger already held {before:,} rows: this run was added to them, so "
             f"the figures below cover both. For a fresh start: {command} demo --fresh[/]",
@@ -210,6 +273,8 @@ def demo(ctx: click.Context, calls: int, seed: int, no_dashboard: bool, fresh: b
     ctx.invoke(report, rebuild=fresh)
     with open_analytics(Console(stderr=True)) as analytics:
         print_summary(out, stats, analytics, url)
+        if routing:
+            print_before_after(out, analytics, routing, start)
     next_steps(out, command)
     if not (no_dashboard or os.environ.get("CI", "").lower() == "true"):  # CI: never block
         open_dashboard()

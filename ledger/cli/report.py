@@ -157,8 +157,28 @@ def report_body(out: Console, analytics: Analytics, where: str) -> None:
                 ["requested_model", "verdict", "pinned_upstream", "best_upstream"],
                 headers=HEADERS, group_by=["requested_model"])  # fmt: skip
     # A reason is a sentence of figures: as a paragraph it stays readable at 80 columns.
-    for model, reason in zip(verdicts["requested_model"], verdicts["reason"], strict=True):
-        out.print(Text.assemble((safe(model), "bold"), ": ", safe(reason), "\n"))
+    for row in verdicts.to_dict("records"):
+        paste = row.get("recommendation")
+        paste = f"\nprovider: {safe(paste)}" if isinstance(paste, str) and paste else ""
+        out.print(
+            Text.assemble((safe(row["requested_model"]), "bold"), ": ", safe(row["reason"]), paste)
+        )
+        out.print()
+    switch_cost_line(out, analytics)
+
+
+def switch_cost_line(out: Console, analytics: Analytics) -> None:
+    """What stickiness failures cost: cache reads lost after switches and idle releases."""
+    switching = analytics.switch_cost_totals()
+    cost = "unpriced" if switching.cost_usd is None else f"${switching.cost_usd:,.4f}"
+    out.print(
+        f"Stickiness failures: {switching.switches:,} switches and "
+        f"{switching.idle_releases:,} idle releases lost "
+        f"{switching.cache_read_tokens_lost:,} cache-read tokens ({cost}; "
+        "see the switch_costs view)",
+        highlight=False,
+        markup=False,
+    )
 
 
 def verdict_order(verdicts: pd.DataFrame) -> pd.DataFrame:

@@ -16,6 +16,7 @@ import heapq
 import random
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
@@ -109,13 +110,17 @@ class _Prefix:
     extra_body: dict[str, Any] | None
 
 
-def _prefix(agent: wl.Agent) -> _Prefix:
+def _prefix(agent: wl.Agent, routing: Mapping[str, Mapping[str, Any]]) -> _Prefix:
     if agent.cascades:
         # The chain's providers take different tool formats: the tools go in the prompt.
         return _Prefix(wl.system_prompt(agent) + "\n\n" + wl.tools_section(agent), None)
     extra: dict[str, Any] = {"tools": wl.tool_definitions(agent)}
     if agent.cache_control:
         extra["cache_control"] = {"type": "ephemeral"}
+    route = agent.routes[0]
+    if route.provider == "openrouter" and route.model in routing:
+        # the verdict's recommendation, pasted as OpenRouter's top-level provider object
+        extra["provider"] = dict(routing[route.model])
     return _Prefix(wl.system_prompt(agent), extra)
 
 
@@ -132,6 +137,7 @@ class Workload:
         concurrency: int = DEFAULT_CONCURRENCY,
         agents: tuple[wl.Agent, ...] = wl.AGENTS,
         strict: bool = False,
+        routing: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         if calls < 1 or concurrency < 1:
             raise ValueError("calls and concurrency must be at least 1")
@@ -151,7 +157,7 @@ class Workload:
         )
         self.run_tag = dt.datetime.fromtimestamp(start, dt.UTC).strftime("%Y%m%dT%H%M")
         self._rng = random.Random(seed)
-        self._prefixes = {a.name: _prefix(a) for a in agents}
+        self._prefixes = {a.name: _prefix(a, routing or {}) for a in agents}
         self._cascades = {
             a.name: Cascade(self.clients.keyed, a.routes, seed=seed, clock=self.clock.time)
             for a in agents
@@ -339,12 +345,20 @@ def run_demo(
     seed: int = 0,
     start: float | None = None,
     strict: bool = False,
+    routing: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> DemoStats:
-    """Run the workload into the (migrated) ledger at ``url`` and wait until it is stored."""
+    """Run the workload into the (migrated) ledger at ``url`` and wait until it is stored.
+
+    ``routing`` maps an OpenRouter model to the ``provider`` object its calls send
+    (a verdict's recommendation, as ``ledger demo --apply-recommendations`` does).
+    """
     begin = next_start(url) if start is None else start
     ledger = Ledger(url)
     try:
-        stats = Workload(ledger, calls=calls, seed=seed, start=begin, strict=strict).run()
+        workload = Workload(
+            ledger, calls=calls, seed=seed, start=begin, strict=strict, routing=routing
+        )
+        stats = workload.run()
         if not ledger.flush(timeout=120.0):
             raise RuntimeError("the ledger did not store the demo's rows within 120 s")
     finally:

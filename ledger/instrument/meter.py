@@ -44,6 +44,7 @@ from ledger.attempt import (
 from ledger.errors import (
     LedgerError,
     MalformedResponse,
+    PriceConfigurationError,
     ProviderError,
     ProviderTimeout,
     ProviderTransportError,
@@ -52,12 +53,32 @@ from ledger.errors import (
 from ledger.events import UsageEvent, new_id
 from ledger.instrument.context import Context
 from ledger.instrument.recognise import Endpoint, Recogniser, Route, refine
+from ledger.price_overrides import NO_OVERRIDES, PriceBook, load_prices
 from ledger.providers import Provider, make_provider, wire
 from ledger.providers.base import ChatRequest, Parsed, StreamParser
 from ledger.providers.openai_compat import OpenAIStyleProvider
 from ledger.session_key import DEFAULT_PREFIX, session_key
 
 log = logging.getLogger("ledger.instrument")
+
+_prices: PriceBook | None = None
+_prices_lock = threading.Lock()
+
+
+def price_overrides() -> PriceBook:
+    """The nearest price-override file, read once per process. A bad file is logged
+    once and ignored here: metering must never break the caller's SDK call (the
+    client and ``ledger reprice`` refuse it with the precise error)."""
+    global _prices
+    with _prices_lock:
+        if _prices is None:
+            try:
+                _prices = load_prices()
+            except PriceConfigurationError as exc:
+                log.error("ledger: price overrides ignored for metered calls: %s", exc)
+                _prices = NO_OVERRIDES
+        return _prices
+
 
 STRICT_ENV: Final = "LEDGER_STRICT"
 #: The header both official SDKs send with their attempt number (0 = first try).
@@ -539,7 +560,7 @@ class Exchange:
                 error=error,
                 http_status=self.status,
                 streamed=streamed,
-                cost=cost_of(self.prep, parsed),
+                cost=cost_of(self.prep, parsed, price_overrides()),
                 abandoned=self.abandoned,
                 cut_short=self.abandoned or self.broke,
             )

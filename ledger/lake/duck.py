@@ -13,10 +13,17 @@ from pathlib import Path
 import duckdb
 import pyarrow.dataset as pads
 
+from ledger.analytics import prices
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.lake import manifest as mf
 from ledger.lake.export import lake_schema, open_target
-from ledger.lake.views import definitions, inline_settings, settings_values
+from ledger.lake.views import (
+    PROVIDER_ATTEMPTS,
+    definitions,
+    inline_settings,
+    model_prices,
+    settings_values,
+)
 from ledger.schema import TABLE_NAME
 
 
@@ -35,6 +42,10 @@ def connect(
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.register(TABLE_NAME, dataset(target))
+    prices.ensure_table(con)
+    rows = model_prices(con.execute(PROVIDER_ATTEMPTS).fetchall())
+    if rows:
+        con.executemany("INSERT INTO model_prices VALUES (?, ?, ?)", rows)
     values = settings_values(settings)
     for name, body in definitions():
         con.execute(f"CREATE VIEW {name} AS {inline_settings(body, values)}")

@@ -31,7 +31,7 @@ from ledger.analytics.settings import AnalyticsSettings
 from ledger.lake import manifest as mf
 from ledger.lake.export import PARTITION, lake_schema, open_target
 from ledger.lake.spark_sql import to_spark
-from ledger.lake.views import definitions, settings_values
+from ledger.lake.views import PROVIDER_ATTEMPTS, definitions, model_prices, settings_values
 from ledger.schema import TABLE_NAME
 
 if TYPE_CHECKING:
@@ -76,6 +76,11 @@ def register_views(
 ) -> list[str]:
     """Register ``token_usage`` and every analytics view as temporary views; their names."""
     read_lake(spark, lake).createOrReplaceTempView(TABLE_NAME)
+    counts = [tuple(r) for r in spark.sql(PROVIDER_ATTEMPTS).collect()]
+    spark.createDataFrame(
+        model_prices(counts),
+        "requested_model string, provider string, discount_per_mtok decimal(20,10)",
+    ).createOrReplaceTempView("model_prices")
     values = settings_values(settings)
     names: list[str] = []
     for name, body in definitions():

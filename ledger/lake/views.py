@@ -9,10 +9,13 @@ inlined (:func:`inline_settings`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from decimal import Decimal
 from typing import Final
 
 from ledger.analytics import views as analytics_views
+from ledger.analytics.figures import cache_read_discount
+from ledger.analytics.prices import MTOK
 from ledger.analytics.settings import AnalyticsSettings
 
 _SETTING: Final = re.compile(r"ledger_setting\(\s*'(\w+)'\s*\)")
@@ -42,3 +45,32 @@ def definitions() -> Iterator[tuple[str, str]]:
     """``(name, DuckDB SELECT)`` for every view, each after the views it reads."""
     for name in analytics_views.VIEW_NAMES:
         yield name, analytics_views.view_body(name)
+
+
+#: Attempts per (requested model, provider): portable SQL both lake engines run.
+PROVIDER_ATTEMPTS: Final = (
+    "SELECT requested_model, provider, count(*) AS attempts FROM token_usage "
+    "WHERE attempt >= 1 GROUP BY requested_model, provider"
+)
+
+
+def model_prices(
+    counts: Iterable[tuple[str, str, int]],
+) -> list[tuple[str, str, Decimal | None]]:
+    """The ``model_prices`` rows (see :mod:`ledger.analytics.prices`) for a lake: each
+    requested model priced for the provider that served most of its attempts (ties:
+    the first name), so both engines price the same provider."""
+    main: dict[str, tuple[int, str]] = {}
+    for model, provider, attempts in counts:
+        best = main.get(model)
+        if best is None or (attempts, _desc(provider)) > (best[0], _desc(best[1])):
+            main[model] = (attempts, provider)
+    return [
+        (model, provider, cache_read_discount(provider, model, MTOK))
+        for model, (_, provider) in sorted(main.items())
+    ]
+
+
+def _desc(name: str) -> tuple[int, ...]:
+    """A key under which the alphabetically first name compares largest."""
+    return tuple(-ord(c) for c in name)

@@ -16,7 +16,7 @@ What the conventions lack lives under ``ledger.*`` (:data:`LEDGER_ATTRIBUTES`):
 ``ledger.requested_provider``  string  first provider of the chain asked for
 ``ledger.upstream``            string  who served it behind an aggregator
 ``ledger.cost_usd``            double  what the attempt cost (absent when unknown)
-``ledger.cost_source``         string  ``provider`` or ``computed``
+``ledger.cost_source``         string  ``provider``, ``computed`` or ``incomplete``
 ``ledger.session_key_sent``    bool    a sticky session key was sent (never the key)
 ``ledger.response_cache_hit``  bool    served from the response cache
 ``ledger.streamed``            bool    the attempt used SSE streaming

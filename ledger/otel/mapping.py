@@ -61,9 +61,9 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, cast
 
-from ledger.events import MAX_TOKENS, ErrorType, UsageEvent, to_row
+from ledger.events import MAX_TOKENS, CostSource, ErrorType, UsageEvent, to_row
 from ledger.otel import attributes as attr
 from ledger.otel.spans import STATUS_ERROR, Span
 from ledger.pricing import attempt_cost
@@ -238,13 +238,15 @@ def _decimal(value: Any) -> Decimal | None:
 
 def _cost(
     span: Span, usage: Usage, reported: bool, model: str | None, provider: str
-) -> tuple[Decimal | None, Literal["provider", "computed"] | None]:
+) -> tuple[Decimal | None, CostSource | None]:
     if attr.EVENT_ID in span.attributes:  # the ledger's own span: no ledger.cost_usd = unknown
         own = _decimal(span.attributes.get(attr.COST_USD))
         if own is None:
             return None, None
         source = span.attributes.get(attr.COST_SOURCE)
-        return own, "provider" if source == "provider" else "computed"
+        return own, "incomplete" if source == "incomplete" else (
+            "provider" if source == "provider" else "computed"
+        )
     if reported and model:
         cls = PROVIDERS.get(provider)
         priced = attempt_cost(

@@ -62,6 +62,28 @@ class Usage:
     #: ``cache_creation.ephemeral_1h_input_tokens``), priced at their own, higher rate.
     #: Not a ledger column: it only makes the computed cost right.
     cache_write_1h_tokens: int = 0
+    #: Audio tokens the response reports apart from text (Gemini's ``AUDIO``
+    #: modality, OpenAI's ``audio_tokens`` details): subsets of ``input_tokens``,
+    #: ``cache_read_tokens`` and ``output_tokens`` respectively, billed at audio
+    #: rates. Not ledger columns either: they only make the computed cost right.
+    input_audio_tokens: int = 0
+    cache_audio_read_tokens: int = 0
+    output_audio_tokens: int = 0
+    #: The per-modality split the response reported, as (part, modality, tokens):
+    #: part is ``input``, ``cache_read`` or ``output``; modality is lower case
+    #: (``text``, ``audio``, ``image``, ``video``...). Recorded as ``usage_details``,
+    #: with ``cache_write.ttl_1h`` for 1-hour cache writes (see :meth:`details`).
+    modalities: tuple[tuple[str, str, int], ...] = ()
+
+    def details(self) -> dict[str, dict[str, int]] | None:
+        """``modalities`` as the row's ``usage_details`` JSON (None when none was reported)."""
+        out: dict[str, dict[str, int]] = {}
+        for part, modality, tokens in self.modalities:
+            out.setdefault(part, {})[modality] = tokens
+        if self.cache_write_1h_tokens:
+            # Not a modality, but a repriced row needs it: 1-hour writes have their own rate.
+            out.setdefault("cache_write", {})["ttl_1h"] = self.cache_write_1h_tokens
+        return out or None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote
 
 from ledger.errors import is_transient_code
@@ -31,6 +31,38 @@ from ledger.providers.base import (
 from ledger.providers.sse import SSEDecoder
 
 
+def modality_count(details: Any, modality: str) -> int | None:
+    """The ``tokenCount`` of ``modality`` in a ``*TokensDetails`` list (None when not listed)."""
+    if not isinstance(details, list):
+        return None
+    counts = [
+        wire.count(entry.get("tokenCount"))
+        for entry in details
+        if isinstance(entry, dict) and entry.get("modality") == modality
+    ]
+    return wire.safe_add(*counts)
+
+
+#: Gemini's per-modality lists and the part of the usage each one splits.
+_MODALITY_LISTS: Final = (
+    ("input", "promptTokensDetails"),
+    ("cache_read", "cacheTokensDetails"),
+    ("output", "candidatesTokensDetails"),
+)
+
+
+def modalities(raw: dict[str, Any]) -> list[tuple[str, str, int | None]]:
+    """Every (part, modality, tokens) the usage lists, modality in lower case."""
+    found: list[tuple[str, str, int | None]] = []
+    for part, key in _MODALITY_LISTS:
+        details = raw.get(key)
+        for entry in details if isinstance(details, list) else []:
+            modality = entry.get("modality") if isinstance(entry, dict) else None
+            if isinstance(modality, str) and modality:
+                found.append((part, modality.lower()[:32], wire.count(entry.get("tokenCount"))))
+    return found
+
+
 def normalise_usage(raw: dict[str, Any], problems: list[str]) -> Usage:
     thoughts = wire.count(raw.get("thoughtsTokenCount"))
     return wire.UsageBuilder(problems).build(
@@ -38,6 +70,11 @@ def normalise_usage(raw: dict[str, Any], problems: list[str]) -> Usage:
         output_tokens=wire.safe_add(wire.count(raw.get("candidatesTokenCount")), thoughts),
         cache_read=wire.count(raw.get("cachedContentTokenCount")),
         reasoning=thoughts,
+        # Audio is billed at its own rates; the other modalities at the text rate.
+        input_audio=modality_count(raw.get("promptTokensDetails"), "AUDIO"),
+        cache_audio_read=modality_count(raw.get("cacheTokensDetails"), "AUDIO"),
+        output_audio=modality_count(raw.get("candidatesTokensDetails"), "AUDIO"),
+        modalities=modalities(raw),
     )
 
 

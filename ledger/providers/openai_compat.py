@@ -60,6 +60,12 @@ def normalise_usage(raw: dict[str, Any], problems: list[str]) -> Usage:
         cache_read=cache_read,
         cache_write=wire.count(prompt.get("cache_write_tokens")),
         reasoning=wire.count(completion.get("reasoning_tokens")),
+        input_audio=wire.count(prompt.get("audio_tokens")),
+        output_audio=wire.count(completion.get("audio_tokens")),
+        modalities=[
+            ("input", "audio", wire.count(prompt.get("audio_tokens"))),
+            ("output", "audio", wire.count(completion.get("audio_tokens"))),
+        ],
     )
 
 

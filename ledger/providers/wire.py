@@ -8,7 +8,7 @@ into typed values or None, and clamp token counts into what the ledger stores.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, Final
 
@@ -112,6 +112,10 @@ class UsageBuilder:
         cache_write: int | None = None,
         reasoning: int | None = None,
         cache_write_1h: int | None = None,
+        input_audio: int | None = None,
+        cache_audio_read: int | None = None,
+        output_audio: int | None = None,
+        modalities: Sequence[tuple[str, str, int | None]] = (),
     ) -> Usage:
         total_in = self._clamp("input_tokens", input_tokens)
         read = self._clamp("cache_read_tokens", cache_read)
@@ -126,14 +130,36 @@ class UsageBuilder:
         if write_1h > write:
             self._problems.append(f"1-hour cache writes {write_1h} > cache_write_tokens; lowered")
             write_1h = write
+        output = self._clamp("output_tokens", output_tokens)
+        audio_in = self._subset("input_audio_tokens", input_audio, "input_tokens", total_in)
+        audio_read = self._subset(
+            "cache_audio_read_tokens", cache_audio_read, "cache_read_tokens", read
+        )
+        audio_in = max(audio_in, audio_read)  # cached audio is audio input too
+        audio_out = self._subset("output_audio_tokens", output_audio, "output_tokens", output)
         return Usage(
             input_tokens=total_in,
-            output_tokens=self._clamp("output_tokens", output_tokens),
+            output_tokens=output,
             cache_read_tokens=read,
             cache_write_tokens=write,
             reasoning_tokens=self._clamp("reasoning_tokens", reasoning),
             cache_write_1h_tokens=write_1h,
+            input_audio_tokens=audio_in,
+            cache_audio_read_tokens=audio_read,
+            output_audio_tokens=audio_out,
+            modalities=tuple(
+                (part, modality, self._clamp(f"{part} {modality} tokens", tokens))
+                for part, modality, tokens in modalities
+                if tokens is not None
+            ),
         )
+
+    def _subset(self, name: str, value: int | None, of: str, limit: int) -> int:
+        count = self._clamp(name, value)
+        if count > limit:
+            self._problems.append(f"{name} {count} > {of} {limit}; lowered")
+            return limit
+        return count
 
 
 def safe_add(*values: int | None) -> int | None:

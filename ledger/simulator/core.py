@@ -19,6 +19,7 @@ from typing import Final
 from ledger.simulator.catalog import Catalog, ModelPool, Service, UpstreamSpec, default_catalog
 from ledger.simulator.clock import Clock, VirtualClock
 from ledger.simulator.faults import FAILING_KINDS, Fault, FaultInjector, FaultKind
+from ledger.simulator.generations import GenerationStore
 from ledger.simulator.promptcache import CacheResult, Prompt, PromptCache
 from ledger.simulator.routing import ProviderPrefs, Router, StickyKey
 
@@ -153,6 +154,9 @@ class Simulator:
         self.max_output_tokens = max_output_tokens
         self._caches: dict[tuple[str, str, str], PromptCache] = {}
         self._lock = threading.Lock()
+        #: OpenRouter generations served, for ``GET /api/v1/generation`` (lag and
+        #: discrepancies are set on it).
+        self.generations = GenerationStore(self.clock, seed=seed)
 
     # -- inspection (tests, demo) -----------------------------------------
     def cache(self, service: Service, model: str, upstream: str) -> PromptCache:

@@ -2,13 +2,15 @@
 
 Routes by path only, so a client may point any base URL at the simulator:
 ``/api/v1/chat/completions`` (OpenRouter), ``/v1/chat/completions`` (OpenAI),
-``/v1/messages`` (Anthropic).
+``/v1/messages`` (Anthropic), and ``GET /api/v1/generation?id=…`` (OpenRouter's
+generation stats, for ``ledger reconcile openrouter``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Final
+from urllib.parse import parse_qs
 
 from ledger.simulator.catalog import Service
 from ledger.simulator.core import Completion, Simulator
@@ -23,10 +25,34 @@ ROUTES: Final[dict[str, Service]] = {
 }
 
 
+GENERATION_PATH: Final = "/api/v1/generation"
+
+
+def _generation(sim: Simulator, method: str, headers: Mapping[str, str], query: str) -> Reply:
+    if method != "GET":
+        return Reply(405, [JSON_TYPE], [(0.0, dumps({"error": {"message": "use GET"}}))])
+    if not headers.get("authorization", "").startswith("Bearer "):
+        error = {"error": {"code": 401, "message": "No auth credentials found"}}
+        return Reply(401, [JSON_TYPE], [(0.0, dumps(error))])
+    ids = parse_qs(query).get("id", [])
+    found = sim.generations.lookup(ids[0]) if ids else None
+    if found is None:
+        error = {"error": {"code": 404, "message": "Generation not found"}}
+        return Reply(404, [JSON_TYPE], [(0.0, dumps(error))])
+    return Reply(200, [JSON_TYPE], [(0.0, dumps(found))])
+
+
 def handle(
-    sim: Simulator, method: str, path: str, headers: Mapping[str, str], body: bytes
+    sim: Simulator,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    query: str = "",
 ) -> Reply:
     """Serve one request; ``headers`` keys must be lower-case."""
+    if path.rstrip("/") == GENERATION_PATH:
+        return _generation(sim, method, headers, query)
     service = ROUTES.get(path.rstrip("/"))
     if service is None:
         return Reply(404, [JSON_TYPE], [(0.0, dumps({"error": {"message": f"no route {path}"}}))])
@@ -40,6 +66,9 @@ def handle(
         return chat.render_bad_request(exc, service)
     outcome = sim.complete(request)
     if isinstance(outcome, Completion):
+        if service == "openrouter":
+            gen_id = chat.completion_id(outcome, openrouter=True)
+            sim.generations.record(gen_id, outcome, streamed=request.stream)
         return chat.render_completion(outcome, request, include_usage)
     return chat.render_failure(outcome, service)
 

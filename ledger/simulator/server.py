@@ -63,7 +63,8 @@ class SimulatorApp:
             return None
         body = await _read_body(receive)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        reply = handle(self.sim, scope["method"], scope["path"], headers, body)
+        query = scope.get("query_string", b"").decode("latin-1")
+        reply = handle(self.sim, scope["method"], scope["path"], headers, body, query)
         await self.sim.clock.asleep(reply.head_delay_s)
         if reply.status == 0:
             return DROP

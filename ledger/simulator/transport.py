@@ -55,7 +55,12 @@ class SimulatorTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         reply = handle(
-            self.sim, request.method, request.url.path, _headers(request), request.read()
+            self.sim,
+            request.method,
+            request.url.path,
+            _headers(request),
+            request.read(),
+            request.url.query.decode("ascii"),
         )
         self.sim.clock.sleep(reply.head_delay_s)
         if reply.status == 0:
@@ -76,7 +81,8 @@ class AsyncSimulatorTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
-        reply = handle(self.sim, request.method, request.url.path, _headers(request), body)
+        query = request.url.query.decode("ascii")
+        reply = handle(self.sim, request.method, request.url.path, _headers(request), body, query)
         await self.sim.clock.asleep(reply.head_delay_s)
         if reply.status == 0:
             raise httpx.ReadError("Connection reset by peer", request=request)

@@ -21,6 +21,7 @@ from sqlalchemy.exc import OperationalError as SAOperationalError
 
 from ledger.errors import DatabaseUnreachable, LedgerMissing, SchemaOutOfDate
 from ledger.store.engine import database_url, display_url, make_engine, sqlite_path
+from ledger.store.partitions import is_partition
 
 _PACKAGE_DIR: Final = Path(__file__).resolve().parent.parent
 UPGRADE_COMMAND: Final = "ledger db upgrade"
@@ -41,6 +42,11 @@ def alembic_config(connection: Connection | None = None) -> Config:
     if connection is not None:
         cfg.attributes["connection"] = connection
     return cfg
+
+
+def include_name(name: str | None, type_: str, _parents: object) -> bool:
+    """Alembic's filter: the model tables, not the monthly partitions of ``token_usage``."""
+    return not (type_ == "table" and name is not None and is_partition(name))
 
 
 def head_revision() -> str:

@@ -10,9 +10,19 @@ tuples straight to the DBAPI connection that SQLAlchemy's pool gives us:
 
 * SQLite: one ``executemany`` of ``INSERT … ON CONFLICT (event_id) DO NOTHING``
   per batch, in one transaction.
-* PostgreSQL: ``COPY`` into a session temp table, then one
-  ``INSERT … SELECT … ON CONFLICT (event_id) DO NOTHING``. COPY streams the
-  batch in one round trip, which row-by-row protocols cannot match.
+* PostgreSQL: ``COPY`` straight into ``token_usage``, which streams the batch
+  in one round trip at the server's bulk-load speed. A batch holding an event
+  stored already (a replay after a crash, ``ledger replay``) fails that COPY on
+  the unique key as a whole; it is rolled back and the batch takes the
+  idempotent path: ``COPY`` into a session temp table, then one
+  ``INSERT … SELECT … ON CONFLICT DO NOTHING``. Replays are rare, so nearly
+  every batch costs one plain COPY (bench/bench_scale.py). The conflict has no
+  target because the unique key is ``event_id`` on a plain table and
+  ``(event_id, started_at)`` on a partitioned one (see
+  ``ledger.schema.partitioned_token_usage``); ``id`` comes from a sequence, so
+  that key is the only one a row can collide on. On a partitioned table the
+  sink first creates the partitions of the batch's months, and of this month
+  and the next ones (see ledger.store.partitions).
 
 Either way a replayed event is stored once.
 """
@@ -20,18 +30,22 @@ Either way a replayed event is stored once.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from psycopg import sql as pgsql
+from psycopg.errors import UniqueViolation
 from sqlalchemy import Engine, column, select, table
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ledger.schema import EVENT_COLUMNS, TABLE_NAME, token_usage
+from ledger.schema import EVENT_COLUMNS, PARTITION_KEY, TABLE_NAME, token_usage
+from ledger.store import partitions
 
 Row = tuple[Any, ...]
 
 _STAGE = "ledger_stage"
+_STARTED_AT = EVENT_COLUMNS.index(PARTITION_KEY)
 
 
 class Sink(Protocol):
@@ -95,7 +109,7 @@ class PostgresSink:
         stmt = (
             postgresql.insert(token_usage)
             .from_select(list(EVENT_COLUMNS), select(*stage.c))
-            .on_conflict_do_nothing(index_elements=["event_id"])
+            .on_conflict_do_nothing()
         )
         self._insert_sql = str(stmt.compile(dialect=dialect))
         names = pgsql.SQL(", ").join(map(pgsql.Identifier, EVENT_COLUMNS))
@@ -105,7 +119,10 @@ class PostgresSink:
             "SELECT {} FROM {} WITH NO DATA"
         ).format(stage_id, names, table_id)
         self._copy_sql = pgsql.SQL("COPY {} ({}) FROM STDIN").format(stage_id, names)
+        self._direct_sql = pgsql.SQL("COPY {} ({}) FROM STDIN").format(table_id, names)
         self._conn: Any = None
+        #: Months with a partition, or None when the table is not partitioned.
+        self._months: set[partitions.Month] | None = None
 
     def _connect(self) -> Any:
         raw = self._engine.raw_connection()
@@ -113,25 +130,49 @@ class PostgresSink:
         # Wire rows carry naive-UTC timestamps; read them as UTC.
         conn.execute("SET TIME ZONE 'UTC'")
         conn.execute(self._create_sql)
+        self._months = partitions.months(conn) if partitions.is_partitioned(conn) else None
         conn.commit()
         return raw
+
+    def _ensure_partitions(self, conn: Any, rows: Sequence[Row]) -> None:
+        # A stale list only costs a row in the default partition, which
+        # `ledger db maintain` moves out; a missing month would cost a full
+        # batch in the default, so the batch's months are checked every time.
+        if self._months is None:
+            return
+        wanted = {partitions.month_of_wire(row[_STARTED_AT]) for row in rows}
+        wanted.update(partitions.ahead(dt.datetime.now(dt.UTC)))
+        if wanted <= self._months:
+            return
+        partitions.ensure_months(conn, wanted - self._months)
+        self._months = partitions.months(conn)
 
     def insert(self, rows: Sequence[Row]) -> int:
         if self._conn is None:
             self._conn = self._connect()
         conn = self._conn.driver_connection
         try:
-            with conn.cursor() as cur:
-                with cur.copy(self._copy_sql) as copy:
-                    for row in rows:
-                        copy.write_row(row)
-                cur.execute(self._insert_sql)
-                inserted = max(cur.rowcount, 0)  # ON CONFLICT DO NOTHING skips are not counted
+            self._ensure_partitions(conn, rows)
+            try:
+                inserted = self._copy(conn, self._direct_sql, rows)
+            except UniqueViolation:
+                conn.rollback()  # some were stored already: the idempotent path
+                with conn.cursor() as cur:
+                    self._copy(conn, self._copy_sql, rows)
+                    cur.execute(self._insert_sql)
+                    inserted = max(cur.rowcount, 0)  # skipped conflicts are not counted
             conn.commit()
         except BaseException:
             self.close()
             raise
         return int(inserted)
+
+    @staticmethod
+    def _copy(conn: Any, statement: pgsql.Composable, rows: Sequence[Row]) -> int:
+        with conn.cursor() as cur, cur.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)
+        return len(rows)
 
     def close(self) -> None:
         if self._conn is not None:

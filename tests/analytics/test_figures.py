@@ -109,9 +109,9 @@ def test_cache_decay_buckets_follow_the_idle_window_setting(
     ]
     insert_rows(ledger_url, rows)
     with open_analytics(ledger_url, tmp_path) as analytics:
-        default = analytics.cache_decay().set_index("idle_gap")
+        default = analytics.cache_decay_by_key().set_index("idle_gap")
         analytics.configure(analytics.settings.__class__(idle_window_s=300))
-        short = analytics.cache_decay().set_index("idle_gap")
+        short = analytics.cache_decay_by_key().set_index("idle_gap")
     assert list(default.index) == ["≤ 1 min", "5 min – 10 min", "10 min – 30 min"]
     assert list(default.within_window) == [True, True, False]
     assert default.token_hit_rate.tolist() == [0.9, 0.5, 0.0]
@@ -169,11 +169,15 @@ def test_unfiltered_figures_read_the_stored_aggregates(ledger_url: str, tmp_path
     with open_analytics(ledger_url, tmp_path) as analytics:
         # edit the copy's rows behind the aggregates' back: only a read of rows sees it
         edit_copy(analytics, "DELETE FROM token_usage WHERE upstream = 'B'")
-        stored = [analytics.cost_by_agent(), analytics.top_sessions(), analytics.cache_decay()]
+        stored = [
+            analytics.cost_by_agent(),
+            analytics.top_sessions(),
+            analytics.cache_decay_by_key(),
+        ]
         rows = [
             analytics.cost_by_agent(everything),
             analytics.top_sessions(everything),
-            analytics.cache_decay(everything),
+            analytics.cache_decay_by_key(everything),
         ]
     assert [int(f.calls.sum()) for f in stored] == [3, 3, 2]
     assert [int(f.calls.sum()) for f in rows] == [2, 2, 1]

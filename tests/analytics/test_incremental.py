@@ -215,8 +215,13 @@ def test_editing_the_copy_by_hand_rebuilds_the_state(sqlite_url: str, tmp_path: 
     with Analytics(sqlite_url, path=path, sync=False) as analytics:
         assert analytics.session_stickiness().calls.tolist() == [2]
         assert_views_match_rows(analytics)
-        analytics.refresh()  # the re-read window brings the row back
+        # the ledger did not change: the sync has nothing to read, verify says what differs
+        assert analytics.refresh().up_to_date_already
+        differences = [(d.check, d.key, d.ledger, d.copy) for d in analytics.verify().differences]
+        assert ("session rows", ("s", "a", "m"), 3, 2) in differences
+        analytics.refresh(full=True)
         assert analytics.session_stickiness().calls.tolist() == [3]
+        assert analytics.verify().ok
         assert_views_match_rows(analytics)
 
 
@@ -245,5 +250,22 @@ def test_a_file_of_the_previous_state_version_is_upgraded_on_open(
         con.execute("ALTER TABLE state_transitions DROP COLUMN cache_read_tokens")
         con.execute("UPDATE state_meta SET version = 1")
     with Analytics(sqlite_url, path=path, sync=False) as analytics:
-        assert analytics.cache_decay().token_hit_rate.tolist() == [0.5]
+        assert analytics.cache_decay_by_key().token_hit_rate.tolist() == [0.5]
+        assert_views_match_rows(analytics)
+
+
+def test_a_version_2_file_gains_the_previous_cache_reads_on_open(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    s = {"session_id": "s", "actor_id": "a", "input_tokens": 100}
+    rows = [served(0, "A", cache_read_tokens=80, **s), served(1, "B", cache_read_tokens=10, **s)]
+    insert_rows(sqlite_url, rows)
+    path = tmp_path / "v2.duckdb"
+    _open(sqlite_url, path).close()
+    with duckdb.connect(str(path)) as con:  # as version 2 wrote it
+        con.execute("ALTER TABLE state_transitions DROP COLUMN previous_cache_read_tokens")
+        con.execute("UPDATE state_meta SET version = 2")
+    with Analytics(sqlite_url, path=path, sync=False) as analytics:
+        # the switch lost the 80 tokens read before, minus the 10 read after
+        assert analytics.switch_costs().cache_read_tokens_lost.tolist() == [70]
         assert_views_match_rows(analytics)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from ledger.analytics import gaps
 from tests.analytics.builders import insert_rows, open_analytics, served
 from tests.analytics.test_incremental import assert_views_match_rows
 
@@ -49,27 +48,25 @@ def test_a_whole_batch_committed_after_a_later_one_is_copied(
         assert_views_match_rows(analytics)
 
 
-def test_ids_never_committed_stay_gaps_and_cost_no_reread(ledger_url: str, tmp_path: Path) -> None:
+def test_ids_never_committed_cost_nothing_and_a_late_one_is_copied(
+    ledger_url: str, tmp_path: Path
+) -> None:
     # id 2 was rolled back (or lost to an ON CONFLICT replay): it never arrives
     insert_rows(ledger_url, [served(0, "A", id=1), served(1, "A", id=3)])
     with open_analytics(ledger_url, tmp_path) as analytics:
         for _ in range(2):
             assert analytics.refresh().up_to_date_already
-        assert analytics.sql("SELECT lo, hi, held FROM ledger_gaps").values.tolist() == [[1, 3, 0]]
-        insert_rows(ledger_url, [served(2, "A", id=4)])
+        # row ids are keys, not a log: a missing id is no gap to wait for
+        assert analytics.sql("SELECT count(*) AS n FROM ledger_gaps").n[0] == 0
+        insert_rows(ledger_url, [served(2, "A", id=2)])
         assert analytics.refresh().rows_added == 1
-        assert ids_of(analytics) == [1, 3, 4]
+        assert ids_of(analytics) == [1, 2, 3]
 
 
-def test_interleaved_writers_beyond_the_gap_limit_lose_nothing(
-    ledger_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(gaps, "MAX_GAPS", 4)  # 20 one-id gaps get merged into 4 ranges
+def test_interleaved_writers_lose_nothing(ledger_url: str, tmp_path: Path) -> None:
     evens = [served(i / 10, "A", id=i, **S) for i in range(2, 42, 2)]
     insert_rows(ledger_url, evens)
     with open_analytics(ledger_url, tmp_path) as analytics:
-        merged = analytics.sql("SELECT lo, hi, held FROM ledger_gaps ORDER BY lo")
-        assert len(merged) <= 4 and merged.held.sum() > 0
         # the other writer's odd ids commit, half now, half later
         insert_rows(ledger_url, [served(i / 10, "B", id=i, **S) for i in range(1, 21, 2)])
         assert analytics.refresh().rows_added == 10
@@ -78,4 +75,20 @@ def test_interleaved_writers_beyond_the_gap_limit_lose_nothing(
         assert analytics.refresh().rows_added == 10
         assert ids_of(analytics) == list(range(1, 41))
         assert analytics.refresh().up_to_date_already
+        assert_views_match_rows(analytics)
+
+
+@pytest.mark.parametrize("late_id", [3, 1], ids=["above-first-id", "below-first-id"])
+def test_a_late_row_of_a_folded_session_rederives_the_whole_session(
+    ledger_url: str, tmp_path: Path, late_id: int
+) -> None:
+    # S's rows 2 and 9 are folded; its row late_id commits afterwards, served before them
+    others = [served(i, "C", id=i, session_id="other") for i in range(10, 20)]
+    insert_rows(ledger_url, [served(1, "A", id=2, **S), served(3, "A", id=9, **S), *others])
+    with open_analytics(ledger_url, tmp_path) as analytics:
+        insert_rows(ledger_url, [served(0.5, "B", id=late_id, **S)])
+        assert analytics.refresh().rows_added == 1
+        stickiness = analytics.session_stickiness().query("session_id == 's'")
+        assert stickiness.calls.tolist() == [3]
+        assert stickiness.switches.tolist() == [1]  # B, A, A
         assert_views_match_rows(analytics)

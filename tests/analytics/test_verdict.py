@@ -1,13 +1,24 @@
-"""The provider.order verdict on hand-built models (min_samples = 50 to keep them small).
+"""The provider routing verdict on built scenario ledgers, each answer derived by hand.
 
-Figures worked out by hand (z = 1.96):
-- Wilson interval of 20 errors in 80 attempts: [0.16806, 0.35485]; of 0 in 60: [0, 0.06017].
-- Order-statistic interval of the p95 of 100 latencies: ranks floor(95 - 1.96·√4.75) = 90
-  and ceil(95 + 1.96·√4.75) = 100, so [x(90), x(100)].
+One ledger holds every scenario (min_samples = 50 keeps them small). Every
+request goes to OpenRouter (served rows: 1,000 input tokens, $0.001 unless
+said otherwise: $1 per Mtok input) except the direct model. The ledger spans
+exactly one day (its first and last rows are the direct model's, at minutes 0
+and 1,440), so monthly_effect_usd = 30 x the change over the ledger.
+
+Within each scenario every session of an upstream looks alike (same attempts,
+errors and latencies), so the between-session variance is 0, the intraclass
+correlation is clamped to 0 and the design effect is 1: the intervals are the
+plain Wilson / order-statistic ones (z = 1.96, z² = 3.8416):
+- Wilson, 20 errors in 100: centre (0.2 + 0.019208) / 1.038416 = 0.211099,
+  half 1.96 / 1.038416 · √(0.0016 + 0.00009604) = 0.077733 → [0.13337, 0.28883].
+- Wilson, 0 errors in 180: upper 3.8416 / 183.8416 = 0.020896; in 100: 0.036995.
+- Equal latencies: the p95 interval is [x, x].
 """
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -17,117 +28,164 @@ import pytest
 
 from tests.analytics.builders import failed, insert_rows, open_analytics, served
 
-COST = {"input_tokens": 1000, "cost_usd": Decimal("0.001")}  # $1 per million input tokens
+ROW = {"input_tokens": 1000, "cost_usd": Decimal("0.001")}  # $1 per Mtok input
+CHEAP = {"input_tokens": 1000, "cost_usd": Decimal("0.0002")}  # $0.20 per Mtok input
+DAY_MIN = 1440.0
 
 
-def pinned_sessions(
-    model: str, upstream: str, sessions: int, calls: int, **values: Any
+def sessions(
+    model: str,
+    upstream: str,
+    count: int,
+    *,
+    served_per: int,
+    failed_per: int = 0,
+    latency_ms: float = 1000.0,
+    start: float = 1.0,
+    values: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
+    """``count`` keyed sessions, each with ``served_per`` served and ``failed_per`` failed
+    attempts on ``upstream`` (failures name it), one minute apart."""
     rows = []
-    for s in range(sessions):
-        who = {"session_id": f"{model}-{s}", "actor_id": "agent", "session_key": f"k{s}"}
-        rows += [
-            served(s + c, upstream, requested_model=model, **{**who, **values})
-            for c in range(calls)
-        ]
+    for s in range(count):
+        who = {
+            "requested_model": model,
+            "session_id": f"{model}-{upstream}-{s}",
+            "actor_id": "agent",
+            "session_key": f"app:{model}-{s}:agent",
+        }
+        minute = start + s
+        for c in range(served_per):
+            rows.append(served(minute + c / 100, upstream, latency_ms=latency_ms,
+                               **who, **(values or ROW)))  # fmt: skip
+        for c in range(failed_per):
+            rows.append(failed(minute + 0.5 + c / 100, upstream, **who))
     return rows
 
 
-def unpinned(model: str, upstream: str, n: int, **values: Any) -> list[dict[str, Any]]:
-    return [served(i, upstream, requested_model=model, **values) for i in range(n)]
+def loose(model: str, upstream: str, n: int, latency_ms: float) -> list[dict[str, Any]]:
+    return [served(100 + i, upstream, requested_model=model, latency_ms=latency_ms, **ROW)
+            for i in range(n)]  # fmt: skip
 
 
-def errors(model: str, upstream: str, n: int) -> list[dict[str, Any]]:
-    return [failed(i, upstream, requested_model=model) for i in range(n)]
-
-
-def verdict_ledger() -> list[dict[str, Any]]:
-    cached = {
-        "input_tokens": 1000,
-        "cache_read_tokens": 900,
-        "cost_usd": Decimal("0.00028"),
-        "session_key": "k",
-    }
+def scenario_ledger() -> list[dict[str, Any]]:
+    direct = {"requested_provider": "openai", "provider": "openai", "requested_model": "direct"}
     return [
-        # bad-pin: P errs 20/80, Q 0/60, same latency and price -> warranted on errors
-        *pinned_sessions("bad-pin", "P", 30, 2, **COST),
-        *errors("bad-pin", "P", 20),
-        *unpinned("bad-pin", "Q", 60, **COST),
-        # good-pin: P errs 1/61 -> not worse with confidence
-        *pinned_sessions("good-pin", "P", 30, 2, **COST),
-        *errors("good-pin", "P", 1),
-        *unpinned("good-pin", "Q", 60, **COST),
-        # slow-pin: P serves in 1001..1100 ms, Q in 1..100 ms -> warranted on p95
-        *[
-            served(
-                i,
-                "P",
-                requested_model="slow-pin",
-                session_id=f"slow-{i // 2}",
-                session_key="k",
-                latency_ms=1001.0 + i,
-                **COST,
-            )
-            for i in range(100)
-        ],
-        *[
-            served(i, "Q", requested_model="slow-pin", latency_ms=1.0 + i, **COST)
-            for i in range(100)
-        ],
-        # cache-pin: P errs like bad-pin but its 90 % cache hit rate keeps it at $0.28/Mtok;
-        # without stickiness (no keyless sample: hit rate 0) Q would cost 0.28/0.19 = $1.47
-        *pinned_sessions("cache-pin", "P", 30, 2, **cached),
-        *errors("cache-pin", "P", 20),
-        *unpinned("cache-pin", "Q", 60, **cached),
-        # thin: five attempts
-        *pinned_sessions("thin", "P", 1, 5, **COST),
-    ]
+        # minority: Amazon Bedrock holds 5 of 50 pinned sessions (10 %), errs 20/100 and
+        # serves in 3 s; Anthropic holds 45, errs 0/180, serves in 1 s
+        *sessions("minority", "Amazon Bedrock", 5, served_per=16, failed_per=4,
+                  latency_ms=3000.0),
+        *sessions("minority", "Anthropic", 45, served_per=4),
+        # majority: Amazon Bedrock holds 30 of 50 (60 %), errs 60/300; Anthropic 20 sessions,
+        # Google (Vertex's display name) 60 loose calls at 1.5 s
+        *sessions("majority", "Amazon Bedrock", 30, served_per=8, failed_per=2,
+                  latency_ms=3000.0),
+        *sessions("majority", "Anthropic", 20, served_per=5),
+        *loose("majority", "Google", 60, 1500.0),
+        # alike: two upstreams, the same on every figure
+        *sessions("alike", "Anthropic", 25, served_per=4),
+        *sessions("alike", "Azure", 25, served_per=4),
+        # thin: one session of five calls
+        *sessions("thin", "Anthropic", 1, served_per=5),
+        # cheap-slow: DeepInfra (40 % of sessions) is 1.4 s vs 1.0 s but $0.20 vs $1 per Mtok
+        *sessions("cheap-slow", "DeepInfra", 20, served_per=5, latency_ms=1400.0, values=CHEAP),
+        *sessions("cheap-slow", "Together", 30, served_per=5),
+        # direct: OpenAI with an Anthropic fallback, not routed by OpenRouter; it spans the day
+        *[served(minute, None, **direct, **ROW) for minute in (0.0, 720.0, DAY_MIN)],
+        served(10, None, **{**direct, "provider": "anthropic"}, **ROW),
+    ]  # fmt: skip
 
 
 @pytest.fixture
 def verdicts(ledger_url: str, tmp_path: Path) -> pd.DataFrame:
-    insert_rows(ledger_url, verdict_ledger())
+    insert_rows(ledger_url, scenario_ledger())
     with open_analytics(ledger_url, tmp_path, min_samples=50) as analytics:
-        return analytics.provider_order_verdict().set_index("requested_model")
+        frame = analytics.provider_order_verdict()
+        again = analytics.provider_order_verdict()
+    pd.testing.assert_frame_equal(frame, again)  # the same rows in the same order
+    assert list(frame["requested_model"]) == sorted(frame["requested_model"])
+    return frame.set_index("requested_model")
 
 
-def test_a_pinned_upstream_that_errs_more_with_confidence_is_warranted(
+def test_a_bad_minority_upstream_is_ignored(verdicts: pd.DataFrame) -> None:
+    row = verdicts.loc["minority"]
+    assert (row.verdict, row.pinned_upstream, row.best_upstream) == (
+        "warranted", "Amazon Bedrock", "Anthropic",
+    )  # fmt: skip
+    assert json.loads(row.recommendation) == {"ignore": ["amazon-bedrock"]}
+    assert (row.pinned_error_low, row.pinned_error_high) == pytest.approx(
+        (0.13337, 0.28883), abs=1e-5
+    )
+    assert row.best_error_high == pytest.approx(0.020896, abs=1e-6)
+    assert (row.pinned_p95_low_ms, row.pinned_p95_high_ms) == (3000.0, 3000.0)
+    assert bool(row.errors_worse) and bool(row.latency_worse) and not bool(row.cost_worse)
+    assert row.sessions_affected_share == pytest.approx(0.10)
+    # Bedrock's 80 served calls ($0.08) move to Anthropic at $1/Mtok ($0.08); its 20
+    # errors above Anthropic's 0 % are retries avoided at the model's $0.001 per served
+    # call: -$0.02 over the day, -$0.60 per 30 days
+    assert row.monthly_effect_usd == Decimal("-0.6")
+    assert row.headline == (
+        "Ignore Amazon Bedrock: 20.0% errors vs 0.0%, p95 3.0 s vs 1.0 s, on 10% of sessions"
+    )
+    assert "sticky routing continues" in row.reason and "-$0.60 per 30 days" in row.reason
+
+
+def test_a_bad_majority_upstream_orders_the_best_first(verdicts: pd.DataFrame) -> None:
+    row = verdicts.loc["majority"]
+    assert (row.verdict, row.pinned_upstream, row.best_upstream) == (
+        "warranted", "Amazon Bedrock", "Anthropic",
+    )  # fmt: skip
+    # Anthropic and Google both err 0 %; Anthropic's p95 (1 s) beats Google's (1.5 s)
+    assert json.loads(row.recommendation) == {
+        "order": ["anthropic", "google-vertex"],
+        "allow_fallbacks": True,
+    }
+    assert row.sessions_affected_share == pytest.approx(0.6)
+    # all 400 served calls ($0.40) on Anthropic at $1/Mtok (no cache to lose: $0.40);
+    # 60 retries avoided at $0.001: -$0.06 a day, -$1.80 per 30 days
+    assert row.monthly_effect_usd == Decimal("-1.8")
+    assert row.headline.startswith("Order Anthropic first: Amazon Bedrock 20.0% errors vs 0.0%")
+    assert "Concentration risk: Anthropic would take all of the model's traffic" in row.reason
+
+
+def test_upstreams_alike_are_not_warranted(verdicts: pd.DataFrame) -> None:
+    row = verdicts.loc["alike"]
+    assert row.verdict == "not_warranted"
+    assert pd.isna(row.recommendation) and pd.isna(row.monthly_effect_usd)
+    assert row.sessions_affected_share == 0
+    assert row.headline == "Keep routing: no pinned upstream is worse beyond the margins"
+    assert (row.judged_upstreams, row.worse_upstreams) == ("Anthropic, Azure", "")
+
+
+def test_thin_data_is_insufficient(verdicts: pd.DataFrame) -> None:
+    row = verdicts.loc["thin"]
+    assert row.verdict == "insufficient_data" and pd.isna(row.recommendation)
+    assert row.reason.startswith("Pinned upstream Anthropic has 5 attempts")
+    assert row.headline == "Not enough data: Anthropic has 5 attempts, 50 needed to judge"
+
+
+def test_a_direct_provider_model_does_not_apply(verdicts: pd.DataFrame) -> None:
+    row = verdicts.loc["direct"]
+    assert row.verdict == "does_not_apply"
+    assert pd.isna(row.pinned_upstream) and pd.isna(row.recommendation)
+    assert row.reason == (
+        "direct is not routed by OpenRouter (its attempts went to anthropic, openai), "
+        "so provider routing (order, ignore, sort) does not apply."
+    )
+
+
+def test_a_cheap_slightly_slower_upstream_is_kept_and_the_trade_off_stated(
     verdicts: pd.DataFrame,
 ) -> None:
-    bad = verdicts.loc["bad-pin"]
-    assert (bad.verdict, bad.pinned_upstream, bad.best_upstream) == ("warranted", "P", "Q")
-    assert (bad.pinned_error_low, bad.pinned_error_high) == pytest.approx(
-        (0.16806, 0.35485), abs=1e-5
+    row = verdicts.loc["cheap-slow"]
+    # DeepInfra's p95 1.4 s > 1.0 s x 1.25, so it is worse; moving its 100 calls ($0.02)
+    # to Together at $1/Mtok costs $0.10: +$0.08, +400 % > the 10 % allowed
+    assert row.verdict == "not_warranted" and pd.isna(row.recommendation)
+    assert bool(row.latency_worse) and not bool(row.affordable)
+    assert row.cost_change_share == pytest.approx(4.0)
+    assert row.monthly_effect_usd == Decimal("2.4")
+    assert row.headline == (
+        "Keep routing: leaving DeepInfra (p95 1.4 s vs 1.0 s) would cost +400% on 40% of sessions"
     )
-    assert (bad.best_error_low, bad.best_error_high) == pytest.approx((0.0, 0.06017), abs=1e-5)
-    assert bool(bad.errors_worse) and not bool(bad.latency_worse) and not bool(bad.cost_worse)
-    assert "25.0%" in bad.reason and "0.0%" in bad.reason and "warranted" in bad.reason
-
-
-def test_a_pinned_upstream_within_the_margins_is_not_warranted(verdicts: pd.DataFrame) -> None:
-    good = verdicts.loc["good-pin"]
-    assert (good.verdict, good.pinned_upstream, good.best_upstream) == ("not_warranted", "P", "Q")
-    assert not bool(good.errors_worse)
-    assert "not warranted" in good.reason
-
-
-def test_a_slow_pinned_upstream_is_warranted_on_p95_latency(verdicts: pd.DataFrame) -> None:
-    slow = verdicts.loc["slow-pin"]
-    assert slow.verdict == "warranted" and bool(slow.latency_worse)
-    assert (slow.pinned_p95_low_ms, slow.pinned_p95_high_ms) == (1090.0, 1100.0)
-    assert (slow.best_p95_low_ms, slow.best_p95_high_ms) == (90.0, 100.0)
-
-
-def test_losing_the_cache_can_outweigh_a_worse_upstream(verdicts: pd.DataFrame) -> None:
-    cache = verdicts.loc["cache-pin"]
-    assert cache.verdict == "not_warranted"
-    assert bool(cache.errors_worse) and not bool(cache.affordable)
-    assert cache.pinned_cost_per_mtok == pytest.approx(0.28)
-    assert cache.best_projected_cost_per_mtok == pytest.approx(0.28 / 0.19)
-    assert "losing the cache" in cache.reason
-
-
-def test_too_little_data_gives_insufficient_data(verdicts: pd.DataFrame) -> None:
-    thin = verdicts.loc["thin"]
-    assert thin.verdict == "insufficient_data"
-    assert thin.reason.startswith("Pinned upstream P has 5 attempts")
+    assert "costs more than it saves" in row.reason and "The trade-off" in row.reason
+    assert 'provider.sort = "latency"' in row.reason

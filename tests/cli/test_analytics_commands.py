@@ -53,6 +53,9 @@ def test_report_prints_every_section(runner: CliRunner) -> None:
         assert title in result.output
     assert "planner" in result.output and "insufficient data" in result.output
     assert "$1.00" in result.output and "$0.7500" in result.output
+    assert "Stickiness failures: " in result.output and "see the switch_costs view" in result.output
+    again = runner.invoke(cli, ["report"], env={"COLUMNS": "200"})
+    assert again.output == result.output  # the same ledger, the same report, line for line
 
 
 def test_sql_prints_csv_and_json(runner: CliRunner) -> None:

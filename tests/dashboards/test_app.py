@@ -94,6 +94,7 @@ VERDICT_LABELS = {
     "warranted": "provider.order warranted",
     "not_warranted": "provider.order not warranted",
     "insufficient_data": "insufficient data",
+    "does_not_apply": "does not apply",
 }
 
 

@@ -132,3 +132,30 @@ def test_ledger_demo_migrates_runs_and_reports(
     assert "coder (qwen/qwen3-coder):" in out and "with the key" in out
     assert str(tmp_path / "analytics.duckdb") in out
     assert "ledger dashboard" in out
+
+
+def test_a_replay_with_ignore_keeps_sessions_pinned_off_the_ignored_upstream(
+    tmp_path: Path,
+) -> None:
+    url = _migrated(tmp_path, "replay.db")
+    sonnet = "anthropic/claude-sonnet-4.5"
+    run_demo(url, calls=500, seed=5, strict=True, routing={sonnet: {"ignore": ["amazon-bedrock"]}})
+    rows = [r for r in _rows(url) if r["requested_model"] == sonnet and r["status"] == "ok"]
+    assert rows and all(r["upstream"] != "Amazon Bedrock" for r in rows)
+    by_session: dict[str, set[str]] = {}
+    for r in rows:
+        if r["session_key"] is not None:
+            by_session.setdefault(r["session_id"], set()).add(r["upstream"])
+    # ignore leaves sticky routing on: keyed sessions stay on one upstream
+    pinned = sum(len(ups) == 1 for ups in by_session.values())
+    assert by_session and pinned / len(by_session) > 0.8
+
+
+def test_ledger_demo_applies_the_recommendations_and_shows_the_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    monkeypatch.setenv("LEDGER_DATABASE_URL", url)
+    monkeypatch.setenv("LEDGER_ANALYTICS_PATH", str(tmp_path / "analytics.duckdb"))
+    none = CliRunner().invoke(cli, ["demo", "--apply-recommendations", "--no-dashboard"])
+    assert none.exit_code != 0 and "no verdict in this ledger recommends a change" in none.output

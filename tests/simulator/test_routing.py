@@ -273,3 +273,29 @@ def test_midstream_error_from_the_pinned_upstream_keeps_the_pin(five_equal: Chat
     text = five_equal.post(body).text
     assert '"finish_reason":"error"' in text
     assert five_equal.sim.pin(MODEL, "mid", account=_account()) == pinned
+
+
+def test_ignore_keeps_sticky_routing_over_the_other_upstreams(five_equal: Chat) -> None:
+    # ADR 0221 / issue 13: ignore drops an upstream; nothing in the docs turns stickiness off
+    for s in range(8):
+        key = f"app:ign{s}:planner"
+        body = five_equal.body(f"task {s}", SHORT_SYSTEM, session_id=key,
+                               provider={"ignore": ["u0"]})  # fmt: skip
+        served = {five_equal.upstream_of(body) for _ in range(5)}
+        assert len(served) == 1 and "U0" not in served
+        assert five_equal.sim.pin(MODEL, key, account=_account()) == served.pop()
+
+
+def test_order_sends_every_session_to_the_first_choice_whose_cache_stays_warm(
+    five_equal: Chat,
+) -> None:
+    reads = []
+    for s in range(6):
+        body = five_equal.body(f"task {s}", session_id=f"app:o{s}:planner",
+                               provider={"order": ["u2", "u1"]})  # fmt: skip
+        for _ in range(2):
+            answer = five_equal.post(body).json()
+            assert answer["provider"] == "U2"
+            reads.append(answer["usage"]["prompt_tokens_details"]["cached_tokens"])
+    # the shared system prompt, written once on U2, is read by every later call
+    assert reads[0] == 0 and all(r > 0 for r in reads[1:])

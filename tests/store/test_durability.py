@@ -133,7 +133,10 @@ def test_postgres_outage_loses_nothing_and_warns_once(
         proxy.restore()
         assert led.flush(timeout=20)
         led.close()
-    assert elapsed < 1.0, "record() must not wait for an unreachable database"
+    # The loop finished while the database was still cut off, so no record() waited
+    # for it; the bound only catches a per-call timeout (3,000 x even 0.1 s = 300 s)
+    # while leaving room for a loaded CI machine (4 s seen for what takes 0.05 s idle).
+    assert elapsed < 60, "record() must not wait for an unreachable database"
     assert sorted(stored_ids(pg_url)) == sorted(recorded)
     outage_warnings = [r for r in caplog.records if "retried with backoff" in r.getMessage()]
     assert len(outage_warnings) == 1, [r.getMessage() for r in caplog.records]

@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, column, insert, inspect, select, table
+from sqlalchemy import Engine, column, delete, insert, inspect, select, table, update
 
 from ledger.errors import SchemaOutOfDate
 from ledger.events import UsageEvent
-from ledger.schema import metadata, token_usage
+from ledger.schema import BILLED_COLUMNS, ledger_changes, metadata_for, token_usage
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger
-from ledger.store.migrate import alembic_config, check_schema, downgrade, head_revision, upgrade
+from ledger.store.migrate import (
+    alembic_config,
+    check_schema,
+    downgrade,
+    head_revision,
+    include_name,
+    upgrade,
+)
 
 
 def test_migrations_have_a_single_head() -> None:
@@ -27,8 +36,10 @@ def test_migrations_have_a_single_head() -> None:
 
 def test_models_match_the_migrated_schema(engine_for: Engine) -> None:
     with engine_for.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"compare_type": True})
-        assert compare_metadata(context, metadata) == []
+        context = MigrationContext.configure(
+            conn, opts={"compare_type": True, "include_name": include_name}
+        )
+        assert compare_metadata(context, metadata_for(conn.dialect.name)) == []
 
 
 def test_downgrade_to_empty_and_upgrade_again(engine_for: Engine) -> None:
@@ -74,6 +85,7 @@ def test_every_value_round_trips(ledger_url: str, tmp_path: Path) -> None:
         paused=True,
         locale="pt-BR",
         tags={"env": "prod", "tenant": "açaí", "n": 3, "nested": {"ok": True}},
+        usage_details={"input": {"audio": 1917, "text": 16}, "cache_write": {"ttl_1h": 9}},
         attempt=2,
     )
     with Ledger(ledger_url, journal_dir=tmp_path / "journal") as led:
@@ -87,8 +99,58 @@ def test_every_value_round_trips(ledger_url: str, tmp_path: Path) -> None:
     assert row["started_at"] == dt.datetime(2026, 11, 30, 12, 15, 30, 123456, tzinfo=dt.UTC)
     assert row["started_at"].utcoffset() == dt.timedelta(0)
     assert isinstance(row["cost_usd"], Decimal)
+    for name in BILLED_COLUMNS:  # written by ``ledger reconcile`` only, never by the writer
+        assert row.pop(name) is None, name
     for name, value in row.items():
         assert value == getattr(e, name), name
+
+
+def _insert_one(conn: Any, event_id: str) -> int:
+    return int(
+        conn.execute(
+            insert(token_usage).returning(token_usage.c.id),
+            {
+                "event_id": event_id,
+                "call_id": event_id,
+                "attempt": 1,
+                "started_at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+                "requested_provider": "p",
+                "requested_model": "m",
+                "provider": "p",
+                "status": "ok",
+            },
+        ).scalar_one()
+    )
+
+
+def _log(conn: Any) -> list[int]:
+    return [int(r) for r in conn.execute(select(ledger_changes.c.row_id).order_by("seq")).scalars()]
+
+
+def test_the_change_log_is_backfilled_and_logs_every_change(engine_for: Engine) -> None:
+    downgrade(engine_for, "0005")
+    with engine_for.begin() as conn:  # a ledger from before change tracking
+        old = [_insert_one(conn, str(uuid.uuid4())) for _ in range(2)]
+    upgrade(engine_for)
+    with engine_for.begin() as conn:
+        assert _log(conn) == old
+        new = _insert_one(conn, str(uuid.uuid4()))
+        conn.execute(update(token_usage).where(token_usage.c.id == old[0]).values(cost_usd=1))
+        conn.execute(delete(token_usage).where(token_usage.c.id == old[1]))
+        assert _log(conn) == [*old, new, old[0], old[1]]
+        conn.execute(delete(token_usage))
+        conn.execute(delete(ledger_changes))
+
+
+def test_sqlite_never_hands_out_a_deleted_highest_id_again(sqlite_url: str) -> None:
+    engine = make_engine(sqlite_url)
+    upgrade(engine)
+    with engine.begin() as conn:
+        first = _insert_one(conn, str(uuid.uuid4()))
+        top = _insert_one(conn, str(uuid.uuid4()))
+        conn.execute(delete(token_usage).where(token_usage.c.id == top))
+        assert _insert_one(conn, str(uuid.uuid4())) > top > first
+    engine.dispose()
 
 
 def test_0002_keeps_old_rows_marks_them_reported_and_widens_token_counts(

@@ -1,77 +1,101 @@
 -- provider_order_verdict: one row per requested_model. Should this model's
--- OpenRouter calls pin an upstream with provider.order (ADR 0221, decision 3)?
--- provider.order turns sticky routing off, so it is warranted only when an
--- upstream holding pinned sessions is measurably bad AND moving away does not
--- cost more in lost prompt-cache hits than it saves.
+-- OpenRouter calls change routing (ADR 0221, decision 3), and if so, what
+-- `provider` object should they send?
 --
--- Inputs: the views upstream_scorecard, upstream_p95_intervals (the p95
--- intervals below), keyless_hit_rates (h_keyless below) and
--- openrouter_upstreams (the attempts that went to OpenRouter).
+-- What each OpenRouter setting does (OpenRouterTeam/docs,
+-- guides/routing/provider-selection.mdx and guides/best-practices/prompt-caching.mdx):
+--   "If you have `sort` or `order` set in your provider preferences, load
+--    balancing will be disabled."
+--   order: "List of provider slugs to try in order [...] OpenRouter will try
+--    them one at a time and proceed to other providers if none are operational.
+--    If you don't want to allow any other providers, you should disable
+--    fallbacks as well."  (allow_fallbacks, default true: "Whether to allow
+--    backup providers when the primary is unavailable.")
+--   ignore: "List of provider slugs to skip for this request."  only: "List of
+--    provider slugs to allow for this request."
+--   "Sticky routing is not used when you specify a manual provider order via
+--    `provider.order` — in that case, your explicit ordering takes priority."
+--   "Sticky sessions expire after 10 minutes of inactivity. Each successful
+--    request resets the timer." "When `session_id` is set, sticky routing
+--    activates on any successful request." "If the sticky provider becomes
+--    unavailable, OpenRouter automatically falls back to the next-best provider."
+-- So `order: [best, ...]` is a pin for every session at once: every request
+-- goes to the first choice and falls to the next only when it fails, and the
+-- cache stays warm on the first choice (PR damianvtran/local-operator#995
+-- measured 77.2 % cached with order vs 63.5 % with session_id). What it costs:
+-- all traffic on one upstream (its rate limits and outages become yours; each
+-- fallback a cold cache) and OpenRouter's price-weighted choice. `ignore`
+-- drops listed upstreams and the docs say nothing of it disabling stickiness:
+-- sticky routing and load balancing continue over the rest. `sort` also
+-- disables load balancing but coexists with the pin (ADR 0221: "sort picks the
+-- first upstream, the pin keeps it"), so it is the setting to mention when
+-- upstreams differ mainly in price or latency.
 --
--- Which models: provider.order is an OpenRouter routing setting, so a model is
--- judged only when some of its attempts went to OpenRouter (provider =
--- 'openrouter'). Any other model (a direct provider, say gpt-4o-mini on OpenAI
--- with an Anthropic fallback) gets verdict not_warranted, no pinned or best
--- upstream, and a reason saying provider.order does not apply.
+-- Inputs: upstream_scorecard, upstream_clusters (design effects),
+-- upstream_p95_intervals, openrouter_upstreams, cache_hits (sticky hit rates),
+-- openrouter_provider_slugs, switch_moves (switch_costs' rows, summed per model).
 --
+-- Which models: those with attempts that went to OpenRouter (provider =
+-- 'openrouter'); any other model gets verdict does_not_apply.
 -- Candidates: the model's scorecard rows whose identity is an upstream
--- OpenRouter named. OpenRouter attempts that named no upstream (failures
--- behind OpenRouter) are no candidate: they count against the model's
--- OpenRouter traffic (unattributed_errors, stated in the reason).
---   pinned_share      = sessions_pinned / the model's sessions pinned to a candidate
---   pinned upstreams  = the one with the most pinned sessions, and every other
---                       with pinned_share >= ledger_setting('pinned_share_min');
---                       each is judged against its own best alternative
---   best alternative  = among the other candidates with >= min_samples attempts and
---                       latency samples, the lowest error_rate, then p95_latency_ms,
---                       then cost_per_mtok_input
+-- OpenRouter named (attempts that named none count as unattributed_errors).
 --
--- Statistics (z = ledger_setting('confidence_z'), 1.96 = 95 % two-sided):
---   error-rate interval: Wilson score interval for e errors in n attempts,
---       p = e/n, centre = (p + z²/2n) / (1 + z²/n),
+-- Statistics, per candidate (z = ledger_setting('confidence_z')):
+--   error interval: Wilson score interval for p = errors/attempts with
+--       n = attempts / error_deff effective samples (upstream_clusters: the
+--       design effect of attempts clustered by session, >= 1):
+--       centre = (p + z²/2n) / (1 + z²/n),
 --       half = z / (1 + z²/n) * sqrt(p(1-p)/n + z²/4n²), clamped to [0, 1]
---   p95 interval: distribution-free order-statistic interval for the 0.95
---       quantile of n served latencies x(1) <= ... <= x(n):
---       [x(r), x(s)], r = floor(0.95n - z*sqrt(0.95*0.05*n)),
---       s = ceil(0.95n + z*sqrt(0.95*0.05*n)), clamped to [1, n]
---   "worse with confidence" means the two intervals are apart by the margin
---   (non-overlap of two 95 % intervals is a stricter test than 5 %):
---     errors_worse  = pinned.error_low - best.error_high > error_rate_margin,
---                     and only when error rates are observable (below)
---     latency_worse = pinned.p95_low > best.p95_high * (1 + latency_margin)
---   error_rates_observable = some failed OpenRouter attempt of the model named
---       its upstream. OpenRouter retries other upstreams internally, so failures
---       rarely reach the ledger with one; without any, every upstream's 0 % is
---       an absence of evidence, and the reason says so instead of quoting it.
+--   p95 interval: the order-statistic interval of upstream_p95_intervals, whose
+--       ranks are widened by latency_deff.
+--   sticky hit rate: token hit rate of its served attempts sent with a sticky
+--       key (all its served attempts when none was keyed)
+--   enough: attempts >= min_samples and latency samples >= min_samples
 --
--- Cost, including what the cache saves (cost_per_mtok_input is the effective
--- price, cache discounts included):
---   h_keyless = token hit rate of this model's served attempts sent without a
---               sticky key (>= min_samples of them, else 0: assume the cache is lost)
---   projected = best.cost_per_mtok_input scaled to the hit rate it would get
---               without stickiness, with cached tokens priced at
---               d = cache_read_price_ratio of uncached ones:
---               best.cost * (1 - (1-d) * h_keyless) / (1 - (1-d) * best.hit_rate)
---               (no change when h_keyless >= best.hit_rate). The whole price is
---               scaled, output included, which overstates the loss: cautious.
---   cost_worse = pinned.cost > projected * (1 + cost_margin)
---   affordable = projected <= pinned.cost * (1 + max_cost_increase)
---               (unknown costs: cost_worse is false, affordable is true)
+-- Judging: every candidate holding pinned sessions is judged against its best
+-- alternative (the other enough candidate with the lowest error_rate, then
+-- p95_latency_ms, then cost_per_mtok_input, then name). It is worse when it
+-- is enough and
+--     errors_worse  = error_low - best.error_high > error_rate_margin (only when
+--                     error rates are observable: some failed OpenRouter attempt
+--                     of the model named its upstream)
+--  or latency_worse = p95_low > best.p95_high * (1 + latency_margin)
+--  or cost_worse    = cost_per_mtok > best.cost_per_mtok * (1 + cost_margin), unless
+--                     the alternative is itself worse on errors or latency by the
+--                     same tests (a trade-off, which the other side's verdict states)
+-- harm = sessions_pinned * (excess error rate + excess p95 / best p95 + excess
+-- cost / best cost), excesses floored at 0: the worse upstream of most harm
+-- speaks for the model (pinned_upstream).
 --
--- A pinned upstream is judgeable when it has >= min_samples attempts and latency
--- samples and a best alternative exists; it is worse when judgeable AND
--- (errors_worse OR latency_worse OR cost_worse) AND affordable.
+-- Recommendation (W = the worse upstreams, share_W = their share of the
+-- model's pinned sessions, G = the best enough candidate not in W):
+--   share_W <  order_share_min: {"ignore": [W's slugs]}. Projected: W's
+--       traffic moves to the others in proportion to their pinned sessions, at
+--       their measured error rate, effective cost per Mtok input (which holds
+--       their sticky cache hit rate: stickiness continues) and p95.
+--   share_W >= order_share_min: {"order": [G, the other non-worse candidates],
+--       "allow_fallbacks": true}. Projected: all the model's candidate traffic
+--       on G, at hit rate h' = h_G * (1 - e_G) (G's sticky hit rate minus the
+--       cold-cache share of its fallbacks), its effective price rescaled from
+--       h_G to h' with cache reads at cache_read_price_ratio d:
+--       cost_G * (1 - (1-d) h') / (1 - (1-d) h_G); concentration risk stated.
+--   Retries avoided: the moved traffic's errors above the new error rate, each
+--   priced at the model's mean cost per served attempt.
+--   cost_change = projected - current - retries avoided (USD over the ledger);
+--   monthly_effect_usd = cost_change * 30 days / the ledger's time span
+--   (negative = saving; null when costs are unknown);
+--   affordable = cost_change / current <= max_cost_increase.
 --
 -- verdict:
---   not_warranted      the model is not routed by OpenRouter
---   warranted          some pinned upstream is worse (pinned_upstream: the one of
---                      them with the most pinned sessions)
---   not_warranted      otherwise, when some pinned upstream was judgeable
---   insufficient_data  no session is pinned to a candidate, or no pinned
---                      upstream is judgeable
--- reason: one sentence with the figures behind the verdict.
--- judged_upstreams: the pinned upstreams judged, most pinned sessions first
--- (comma-separated); worse_upstreams: those found worse ('' when none).
+--   does_not_apply     the model is not routed by OpenRouter
+--   insufficient_data  no candidate holding pinned sessions is judgeable (enough
+--                      data and an enough alternative)
+--   warranted          W is not empty, G exists and the change is affordable
+--   not_warranted      otherwise (the reason states the trade-off when W is not empty)
+-- sessions_affected_share = share_W (0 when nothing is worse).
+-- recommendation: JSON text of the `provider` object, OpenRouter slugs
+-- (openrouter_provider_slugs; a derived slug is flagged in the reason); NULL
+-- unless warranted.
 CREATE OR REPLACE VIEW provider_order_verdict AS
 WITH knobs AS (
     SELECT
@@ -82,7 +106,11 @@ WITH knobs AS (
         ledger_setting('cost_margin') AS cost_margin,
         ledger_setting('max_cost_increase') AS max_cost_increase,
         ledger_setting('cache_read_price_ratio') AS price_ratio,
-        ledger_setting('pinned_share_min') AS pinned_share_min
+        ledger_setting('order_share_min') AS order_share_min
+),
+span AS (
+    SELECT (epoch_us(max(started_at)) - epoch_us(min(started_at))) / 1e6 AS span_s
+    FROM token_usage
 ),
 models AS (
     SELECT
@@ -102,159 +130,233 @@ traffic AS (
     FROM openrouter_upstreams
     GROUP BY requested_model
 ),
-scored AS (
+sticky AS (
     SELECT
-        s.*,
+        requested_model,
+        upstream,
+        CAST(sum(cache_read_tokens) FILTER (WHERE key_sent) AS DOUBLE)
+            / nullif(sum(input_tokens) FILTER (WHERE key_sent), 0) AS keyed_hit_rate
+    FROM cache_hits
+    GROUP BY requested_model, upstream
+),
+candidates AS (
+    SELECT
+        s.requested_model,
+        s.upstream,
+        s.attempts,
+        s.errors,
+        s.error_rate,
+        s.served_attempts,
+        s.latency_samples,
+        s.p95_latency_ms,
+        s.cost_usd,
+        CAST(s.cost_per_mtok_input AS DOUBLE) AS cost_per_mtok,
+        CAST(s.cost_usd AS DOUBLE) * 1e6 / nullif(s.cost_per_mtok_input, 0) AS costed_input,
+        s.sessions_pinned,
+        coalesce(st.keyed_hit_rate, s.token_hit_rate, 0) AS hit_rate,
         i.p95_low_ms,
         i.p95_high_ms,
-        greatest(0.0, least(1.0,
-            (s.error_rate + k.z * k.z / (2 * s.attempts)
-                - k.z * sqrt(s.error_rate * (1 - s.error_rate) / s.attempts
-                    + k.z * k.z / (4.0 * s.attempts * s.attempts)))
-            / (1 + k.z * k.z / s.attempts))) AS error_low,
-        greatest(0.0, least(1.0,
-            (s.error_rate + k.z * k.z / (2 * s.attempts)
-                + k.z * sqrt(s.error_rate * (1 - s.error_rate) / s.attempts
-                    + k.z * k.z / (4.0 * s.attempts * s.attempts)))
-            / (1 + k.z * k.z / s.attempts))) AS error_high,
+        greatest(coalesce(c.error_deff, 1.0), 1.0) AS error_deff,
+        s.attempts / greatest(coalesce(c.error_deff, 1.0), 1.0) AS n_eff,
+        coalesce(sl.slug, trim(regexp_replace(lower(trim(s.upstream)), '[^a-z0-9._]+', '-', 'g'), '-'))
+            AS slug,
+        sl.slug IS NOT NULL AS slug_known,
         s.attempts >= k.min_samples AND s.latency_samples >= k.min_samples AS enough
     FROM upstream_scorecard AS s
     CROSS JOIN knobs AS k
     LEFT JOIN upstream_p95_intervals AS i USING (requested_model, upstream)
+    LEFT JOIN upstream_clusters AS c USING (requested_model, upstream)
+    LEFT JOIN sticky AS st USING (requested_model, upstream)
+    LEFT JOIN openrouter_provider_slugs AS sl ON sl.display_name = lower(trim(s.upstream))
     WHERE EXISTS (
         SELECT 1 FROM openrouter_upstreams AS r
         WHERE r.requested_model = s.requested_model AND r.upstream = s.upstream
     )
 ),
-pinned AS (
+scored AS (
     SELECT
-        requested_model,
-        upstream,
-        sessions_pinned,
-        sessions_pinned / sum(sessions_pinned) OVER (PARTITION BY requested_model)
+        c.*,
+        greatest(0.0, least(1.0,
+            (c.error_rate + k.z * k.z / (2 * c.n_eff)
+                - k.z * sqrt(c.error_rate * (1 - c.error_rate) / c.n_eff
+                    + k.z * k.z / (4.0 * c.n_eff * c.n_eff)))
+            / (1 + k.z * k.z / c.n_eff))) AS error_low,
+        greatest(0.0, least(1.0,
+            (c.error_rate + k.z * k.z / (2 * c.n_eff)
+                + k.z * sqrt(c.error_rate * (1 - c.error_rate) / c.n_eff
+                    + k.z * k.z / (4.0 * c.n_eff * c.n_eff)))
+            / (1 + k.z * k.z / c.n_eff))) AS error_high,
+        CAST(c.sessions_pinned AS DOUBLE)
+            / nullif(sum(c.sessions_pinned) OVER (PARTITION BY c.requested_model), 0)
             AS pinned_share,
+        -- quality rank: errors, then p95, then price, then name
         row_number() OVER (
-            PARTITION BY requested_model ORDER BY sessions_pinned DESC, attempts DESC, upstream
-        ) AS size_rank
-    FROM scored
-    WHERE sessions_pinned > 0
+            PARTITION BY c.requested_model
+            ORDER BY NOT c.enough, c.error_rate, c.p95_latency_ms NULLS LAST,
+                c.cost_per_mtok NULLS LAST, c.upstream
+        ) AS quality_rank
+    FROM candidates AS c
+    CROSS JOIN knobs AS k
 ),
 paired AS (
     SELECT
-        p.requested_model,
-        p.upstream AS pinned_upstream,
-        p.pinned_share,
-        p.size_rank,
-        (SELECT first(b.upstream ORDER BY b.error_rate, b.p95_latency_ms,
-                b.cost_per_mtok_input NULLS LAST, b.upstream)
+        p.*,
+        (SELECT first(b.upstream ORDER BY b.quality_rank)
             FROM scored AS b
             WHERE b.requested_model = p.requested_model AND b.enough
                 AND b.upstream <> p.upstream) AS best_upstream
-    FROM pinned AS p
-    CROSS JOIN knobs AS k
-    WHERE p.size_rank = 1 OR p.pinned_share >= k.pinned_share_min
+    FROM scored AS p
+    WHERE p.sessions_pinned > 0
 ),
-compared AS (
+judged AS (
     SELECT
-        x.requested_model,
-        x.pinned_upstream,
-        x.best_upstream,
-        x.pinned_share,
-        x.size_rank,
-        p.sessions_pinned,
-        p.attempts AS pinned_attempts,
-        p.latency_samples AS pinned_latency_samples,
-        p.enough AS pinned_enough,
-        p.error_rate AS pinned_error_rate,
-        p.error_low AS pinned_error_low,
-        p.error_high AS pinned_error_high,
-        p.p95_latency_ms AS pinned_p95_ms,
-        p.p95_low_ms AS pinned_p95_low_ms,
-        p.p95_high_ms AS pinned_p95_high_ms,
-        p.token_hit_rate AS pinned_hit_rate,
-        p.cost_per_mtok_input AS pinned_cost_per_mtok,
-        b.attempts AS best_attempts,
+        x.*,
         b.error_rate AS best_error_rate,
         b.error_low AS best_error_low,
         b.error_high AS best_error_high,
         b.p95_latency_ms AS best_p95_ms,
         b.p95_low_ms AS best_p95_low_ms,
         b.p95_high_ms AS best_p95_high_ms,
-        b.token_hit_rate AS best_hit_rate,
-        b.cost_per_mtok_input AS best_cost_per_mtok,
-        coalesce(kl.hit_rate, 0) AS keyless_hit_rate,
-        CASE
-            WHEN coalesce(kl.hit_rate, 0) >= coalesce(b.token_hit_rate, 0)
-            THEN b.cost_per_mtok_input
-            ELSE b.cost_per_mtok_input
-                * (1 - (1 - k.price_ratio) * coalesce(kl.hit_rate, 0))
-                / (1 - (1 - k.price_ratio) * b.token_hit_rate)
-        END AS best_projected_cost_per_mtok,
+        b.cost_per_mtok AS best_cost_per_mtok,
+        b.hit_rate AS best_hit_rate,
+        b.attempts AS best_attempts,
         t.attributed_errors > 0 AS error_rates_observable,
-        k.*
+        x.enough AND x.best_upstream IS NOT NULL AS judgeable,
+        t.attributed_errors > 0
+            AND coalesce(x.error_low - b.error_high > k.error_margin, false) AS errors_worse,
+        coalesce(x.p95_low_ms > b.p95_high_ms * (1 + k.latency_margin), false) AS latency_worse,
+        -- dearer only counts against an upstream whose alternative is not itself
+        -- worse on errors or latency (else it is a trade-off, not a bad upstream)
+        coalesce(x.cost_per_mtok > b.cost_per_mtok * (1 + k.cost_margin), false)
+            AND NOT coalesce(b.p95_low_ms > x.p95_high_ms * (1 + k.latency_margin), false)
+            AND NOT (t.attributed_errors > 0
+                AND coalesce(b.error_low - x.error_high > k.error_margin, false)) AS cost_worse,
+        x.sessions_pinned * (
+            CASE WHEN t.attributed_errors > 0
+                THEN greatest(x.error_rate - b.error_rate, 0) ELSE 0 END
+            + coalesce(greatest(x.p95_latency_ms / nullif(b.p95_latency_ms, 0) - 1, 0), 0)
+            + coalesce(greatest(x.cost_per_mtok / nullif(b.cost_per_mtok, 0) - 1, 0), 0)
+        ) AS harm
     FROM paired AS x
     CROSS JOIN knobs AS k
     JOIN traffic AS t USING (requested_model)
-    LEFT JOIN scored AS p
-        ON p.requested_model = x.requested_model AND p.upstream = x.pinned_upstream
     LEFT JOIN scored AS b
         ON b.requested_model = x.requested_model AND b.upstream = x.best_upstream
-    LEFT JOIN keyless_hit_rates AS kl ON kl.requested_model = x.requested_model
-),
-judged AS (
-    SELECT
-        *,
-        error_rates_observable
-            AND coalesce(pinned_error_low - best_error_high > error_margin, false)
-            AS errors_worse,
-        coalesce(pinned_p95_low_ms > best_p95_high_ms * (1 + latency_margin), false)
-            AS latency_worse,
-        coalesce(pinned_cost_per_mtok > best_projected_cost_per_mtok * (1 + cost_margin), false)
-            AS cost_worse,
-        coalesce(
-            best_projected_cost_per_mtok <= pinned_cost_per_mtok * (1 + max_cost_increase), true
-        ) AS affordable,
-        pinned_enough AND best_upstream IS NOT NULL AS judgeable
-    FROM compared
 ),
 flagged AS (
     SELECT
         *,
-        judgeable AND (errors_worse OR latency_worse OR cost_worse) AND affordable AS worse,
-        concat_ws(' and ',
-            CASE WHEN errors_worse THEN 'errors' END,
-            CASE WHEN latency_worse THEN 'p95 latency' END,
-            CASE WHEN cost_worse THEN 'cost' END) AS worse_on
+        judgeable AND (errors_worse OR latency_worse OR cost_worse) AS worse,
+        concat_ws(', ',
+            CASE WHEN errors_worse THEN printf('%.1f%% errors vs %.1f%%',
+                100 * error_rate, 100 * best_error_rate) END,
+            CASE WHEN latency_worse THEN printf('p95 %.1f s vs %.1f s',
+                p95_latency_ms / 1000, best_p95_ms / 1000) END,
+            CASE WHEN cost_worse THEN printf('$%.2f vs $%.2f per Mtok input',
+                cost_per_mtok, best_cost_per_mtok) END) AS worse_figures
     FROM judged
 ),
--- One pinned upstream speaks for the model: a worse one first, then a
--- judgeable one, then the one holding the most pinned sessions.
-ranked AS (
+-- the worse upstreams of each model, and G: the best enough candidate not among them
+worse_set AS (
     SELECT
-        *,
-        row_number() OVER (
-            PARTITION BY requested_model ORDER BY worse DESC, judgeable DESC, size_rank
-        ) AS pick
+        requested_model,
+        list(upstream ORDER BY harm DESC, upstream) AS worse_list,
+        list(slug ORDER BY harm DESC, upstream) AS worse_slugs,
+        string_agg(upstream, ' and ' ORDER BY harm DESC, upstream) AS worse_names,
+        sum(pinned_share) AS worse_share,
+        string_agg(CASE WHEN NOT slug_known THEN upstream END, ', ') AS derived_slugs
     FROM flagged
+    WHERE worse
+    GROUP BY requested_model
+),
+kept AS (
+    SELECT
+        s.requested_model,
+        first(s.upstream ORDER BY s.quality_rank) FILTER (WHERE s.enough) AS good_upstream,
+        list(s.slug ORDER BY s.quality_rank) FILTER (WHERE s.enough) AS good_slugs,
+        string_agg(CASE WHEN NOT s.slug_known AND s.enough THEN s.upstream END, ', ')
+            AS good_derived,
+        -- the others' mix, weighted by their pinned sessions (by attempts if none)
+        sum(s.error_rate * coalesce(nullif(s.sessions_pinned, 0), s.attempts))
+            / sum(coalesce(nullif(s.sessions_pinned, 0), s.attempts)) AS mix_error_rate,
+        sum(s.cost_per_mtok * coalesce(nullif(s.sessions_pinned, 0), s.attempts))
+                FILTER (WHERE s.cost_per_mtok IS NOT NULL)
+            / sum(coalesce(nullif(s.sessions_pinned, 0), s.attempts))
+                FILTER (WHERE s.cost_per_mtok IS NOT NULL) AS mix_cost_per_mtok,
+        bool_or(s.cost_per_mtok IS NULL) AS mix_unpriced,
+        sum(s.hit_rate * coalesce(nullif(s.sessions_pinned, 0), s.attempts))
+            / sum(coalesce(nullif(s.sessions_pinned, 0), s.attempts)) AS mix_hit_rate
+    FROM scored AS s
+    LEFT JOIN worse_set AS w USING (requested_model)
+    WHERE NOT coalesce(list_contains(w.worse_list, s.upstream), false)
+    GROUP BY s.requested_model
+),
+model_totals AS (
+    SELECT
+        s.requested_model,
+        sum(CAST(s.cost_usd AS DOUBLE)) AS cost_usd,
+        sum(s.costed_input) AS costed_input,
+        bool_or(s.cost_usd IS NULL AND s.served_attempts > 0) AS unpriced,
+        sum(CAST(s.cost_usd AS DOUBLE)) / nullif(sum(s.served_attempts), 0) AS cost_per_served,
+        sum(s.errors) AS errors,
+        sum(s.attempts) AS attempts,
+        sum(CAST(s.cost_usd AS DOUBLE)) FILTER (WHERE coalesce(list_contains(w.worse_list, s.upstream), false))
+            AS worse_cost_usd,
+        sum(s.costed_input) FILTER (WHERE coalesce(list_contains(w.worse_list, s.upstream), false))
+            AS worse_input,
+        sum(s.errors) FILTER (WHERE coalesce(list_contains(w.worse_list, s.upstream), false))
+            AS worse_errors,
+        sum(s.attempts) FILTER (WHERE coalesce(list_contains(w.worse_list, s.upstream), false))
+            AS worse_attempts,
+        bool_or(s.cost_usd IS NULL AND s.served_attempts > 0
+            AND coalesce(list_contains(w.worse_list, s.upstream), false)) AS worse_unpriced
+    FROM scored AS s
+    LEFT JOIN worse_set AS w USING (requested_model)
+    GROUP BY s.requested_model
+),
+switching AS (
+    SELECT
+        m.requested_model,
+        count(*) FILTER (WHERE m.is_switch) AS switches,
+        count(*) FILTER (WHERE NOT m.is_switch) AS idle_releases,
+        CAST(sum(m.tokens_lost) AS BIGINT) AS tokens_lost,
+        CAST(sum(m.tokens_lost) * any_value(p.discount_per_mtok) / 1000000 AS DECIMAL(20, 10))
+            AS cost_usd,
+        bool_or(p.discount_per_mtok IS NULL) AS unpriced
+    FROM switch_moves AS m
+    LEFT JOIN model_prices AS p USING (requested_model)
+    GROUP BY m.requested_model
+),
+-- one judged upstream speaks for the model: the worse one of most harm, else
+-- a judgeable one holding the most pinned sessions, else the most pinned
+speaker AS (
+    SELECT *
+    FROM (
+        SELECT
+            *,
+            row_number() OVER (
+                PARTITION BY requested_model
+                ORDER BY worse DESC, harm DESC, judgeable DESC, sessions_pinned DESC,
+                    attempts DESC, upstream
+            ) AS pick
+        FROM flagged
+    )
+    WHERE pick = 1
 ),
 per_model AS (
     SELECT
         requested_model,
-        string_agg(pinned_upstream, ', ' ORDER BY size_rank) AS judged_upstreams,
-        string_agg(pinned_upstream, ', ' ORDER BY size_rank) FILTER (WHERE worse)
+        string_agg(upstream, ', ' ORDER BY sessions_pinned DESC, upstream) AS judged_upstreams,
+        string_agg(upstream, ', ' ORDER BY sessions_pinned DESC, upstream) FILTER (WHERE worse)
             AS worse_upstreams,
-        string_agg(
-            printf('%s (%.0f%% of pinned sessions, on %s)',
-                pinned_upstream, 100 * pinned_share, worse_on),
-            ', ' ORDER BY size_rank) FILTER (WHERE worse AND pick > 1) AS also_worse,
-        string_agg(
-            printf('%s (%.0f%% of pinned sessions, %d attempts)',
-                pinned_upstream, 100 * pinned_share, pinned_attempts),
-            ', ' ORDER BY size_rank) FILTER (WHERE NOT judgeable AND pick > 1) AS unjudged
-    FROM ranked
+        bool_or(judgeable) AS any_judgeable,
+        string_agg(printf('%s (%d attempts)', upstream, attempts), ', '
+            ORDER BY sessions_pinned DESC, upstream) FILTER (WHERE NOT judgeable)
+            AS unjudged
+    FROM flagged
     GROUP BY requested_model
 ),
-decided AS (
+projected AS (
     SELECT
         m.requested_model,
         m.served_by,
@@ -263,126 +365,276 @@ decided AS (
         t.unattributed_errors,
         pm.judged_upstreams,
         pm.worse_upstreams,
-        pm.also_worse,
+        coalesce(pm.any_judgeable, false) AS any_judgeable,
         pm.unjudged,
-        r.*  EXCLUDE (requested_model),
+        r.* EXCLUDE (requested_model),
+        w.worse_names,
+        w.worse_slugs,
+        coalesce(w.worse_share, 0) AS worse_share,
+        w.derived_slugs,
+        g.good_upstream,
+        g.good_slugs,
+        g.good_derived,
+        g.mix_error_rate,
+        g.mix_cost_per_mtok,
+        g.mix_hit_rate,
+        g.mix_unpriced,
+        gc.error_rate AS good_error_rate,
+        gc.hit_rate AS good_hit_rate,
+        gc.cost_per_mtok AS good_cost_per_mtok,
+        gc.p95_latency_ms AS good_p95_ms,
+        gc.pinned_share AS good_pinned_share,
+        CASE WHEN w.worse_list IS NULL OR g.good_upstream IS NULL THEN NULL
+            WHEN w.worse_share < k.order_share_min THEN 'ignore'
+            ELSE 'order' END AS kind,
+        mt.cost_usd AS model_cost_usd,
+        mt.cost_per_served,
+        mt.unpriced,
+        mt.worse_cost_usd,
+        mt.worse_unpriced,
+        -- the traffic that would change upstream, its cost now and projected
+        CASE WHEN w.worse_share < k.order_share_min THEN mt.worse_cost_usd
+            ELSE mt.cost_usd END AS current_usd,
+        CASE WHEN w.worse_share < k.order_share_min
+            THEN mt.worse_input * g.mix_cost_per_mtok / 1e6
+            ELSE mt.costed_input * gc.cost_per_mtok
+                * (1 - (1 - k.price_ratio) * gc.hit_rate * (1 - gc.error_rate))
+                / nullif(1 - (1 - k.price_ratio) * gc.hit_rate, 0) / 1e6
+        END AS projected_usd,
+        CASE WHEN w.worse_share < k.order_share_min
+            THEN greatest(mt.worse_errors - g.mix_error_rate * mt.worse_attempts, 0)
+            ELSE greatest(mt.errors - gc.error_rate * mt.attempts, 0)
+        END AS retries_avoided,
+        gc.hit_rate * (1 - gc.error_rate) AS order_hit_rate,
+        sw.switches,
+        sw.idle_releases,
+        sw.tokens_lost,
+        sw.cost_usd AS switch_cost_usd,
+        sw.unpriced AS switch_unpriced,
+        2592000.0 / nullif(sp.span_s, 0) AS month_scale,
+        k.min_samples,
+        k.max_cost_increase
+    FROM models AS m
+    CROSS JOIN knobs AS k
+    CROSS JOIN span AS sp
+    LEFT JOIN traffic AS t USING (requested_model)
+    LEFT JOIN per_model AS pm USING (requested_model)
+    LEFT JOIN speaker AS r USING (requested_model)
+    LEFT JOIN worse_set AS w USING (requested_model)
+    LEFT JOIN kept AS g USING (requested_model)
+    LEFT JOIN scored AS gc
+        ON gc.requested_model = m.requested_model AND gc.upstream = g.good_upstream
+    LEFT JOIN model_totals AS mt USING (requested_model)
+    LEFT JOIN switching AS sw USING (requested_model)
+),
+costed AS (
+    SELECT
+        *,
+        CASE WHEN kind IS NULL OR unpriced OR (kind = 'ignore' AND mix_unpriced) THEN NULL
+            ELSE projected_usd - current_usd - retries_avoided * cost_per_served
+        END AS cost_change_usd
+    FROM projected
+),
+decided AS (
+    SELECT
+        *,
+        cost_change_usd / nullif(current_usd, 0) AS cost_change_share,
+        coalesce(cost_change_usd / nullif(current_usd, 0) <= max_cost_increase, true)
+            AS affordable,
         CASE
-            WHEN t.requested_model IS NULL THEN 'not_warranted'
-            WHEN r.pinned_upstream IS NULL OR NOT r.judgeable THEN 'insufficient_data'
-            WHEN r.worse THEN 'warranted'
+            WHEN NOT routed THEN 'does_not_apply'
+            WHEN NOT any_judgeable THEN 'insufficient_data'
+            WHEN kind IS NOT NULL
+                AND coalesce(cost_change_usd / nullif(current_usd, 0) <= max_cost_increase, true)
+                THEN 'warranted'
             ELSE 'not_warranted'
         END AS verdict,
         CASE
-            WHEN r.error_rates_observable THEN printf(
-                '%s errs %.1f%% (CI %.1f-%.1f%%) of %d attempts, p95 %.0f ms (CI %.0f-%.0f), %s/Mtok input',
-                r.pinned_upstream, 100 * r.pinned_error_rate, 100 * r.pinned_error_low,
-                100 * r.pinned_error_high, r.pinned_attempts, r.pinned_p95_ms,
-                r.pinned_p95_low_ms, r.pinned_p95_high_ms,
-                coalesce(printf('$%.4f', r.pinned_cost_per_mtok), 'unknown cost'))
+            WHEN error_rates_observable THEN printf(
+                '%s errs %.1f%% (CI %.1f-%.1f%%) of %d attempts, p95 %.0f ms (CI %.0f-%.0f), %s/Mtok input, %.0f%% cache hits',
+                upstream, 100 * error_rate, 100 * error_low, 100 * error_high, attempts,
+                p95_latency_ms, p95_low_ms, p95_high_ms,
+                coalesce(printf('$%.4f', cost_per_mtok), 'unknown cost'), 100 * hit_rate)
             ELSE printf(
-                '%s (%d attempts) p95 %.0f ms (CI %.0f-%.0f), %s/Mtok input',
-                r.pinned_upstream, r.pinned_attempts, r.pinned_p95_ms, r.pinned_p95_low_ms,
-                r.pinned_p95_high_ms,
-                coalesce(printf('$%.4f', r.pinned_cost_per_mtok), 'unknown cost'))
+                '%s (%d attempts) p95 %.0f ms (CI %.0f-%.0f), %s/Mtok input, %.0f%% cache hits',
+                upstream, attempts, p95_latency_ms, p95_low_ms, p95_high_ms,
+                coalesce(printf('$%.4f', cost_per_mtok), 'unknown cost'), 100 * hit_rate)
         END AS pinned_figures,
-        printf(
-            '%s %s p95 %.0f ms (CI %.0f-%.0f), %s/Mtok input %s',
-            r.best_upstream,
-            CASE
-                WHEN r.error_rates_observable THEN printf(
-                    'errs %.1f%% (CI %.1f-%.1f%%) of %d attempts,', 100 * r.best_error_rate,
-                    100 * r.best_error_low, 100 * r.best_error_high, r.best_attempts)
-                ELSE printf('(%d attempts)', r.best_attempts)
-            END,
-            r.best_p95_ms, r.best_p95_low_ms, r.best_p95_high_ms,
-            coalesce(printf('$%.4f', r.best_projected_cost_per_mtok), 'unknown cost'),
-            CASE
-                WHEN round(100 * coalesce(r.best_hit_rate, 0))
-                    = round(100 * least(r.keyless_hit_rate, coalesce(r.best_hit_rate, 0)))
-                THEN printf('at its cache hit rate of %.0f%%', 100 * coalesce(r.best_hit_rate, 0))
-                ELSE printf(
-                    'once its cache hit rate falls from %.0f%% to %.0f%%',
-                    100 * coalesce(r.best_hit_rate, 0),
-                    100 * least(r.keyless_hit_rate, coalesce(r.best_hit_rate, 0)))
-            END
-        ) AS best_figures,
+        CASE
+            WHEN error_rates_observable THEN printf(
+                '%s errs %.1f%% (CI %.1f-%.1f%%) of %d attempts, p95 %.0f ms (CI %.0f-%.0f), %s/Mtok input, %.0f%% cache hits',
+                best_upstream, 100 * best_error_rate, 100 * best_error_low,
+                100 * best_error_high, best_attempts, best_p95_ms, best_p95_low_ms,
+                best_p95_high_ms, coalesce(printf('$%.4f', best_cost_per_mtok), 'unknown cost'),
+                100 * best_hit_rate)
+            ELSE printf(
+                '%s (%d attempts) p95 %.0f ms (CI %.0f-%.0f), %s/Mtok input, %.0f%% cache hits',
+                best_upstream, best_attempts, best_p95_ms, best_p95_low_ms, best_p95_high_ms,
+                coalesce(printf('$%.4f', best_cost_per_mtok), 'unknown cost'),
+                100 * best_hit_rate)
+        END AS best_figures
+    FROM costed
+),
+explained AS (
+    SELECT
+        *,
+        CASE kind
+            WHEN 'ignore' THEN CAST(to_json({'ignore': worse_slugs}) AS VARCHAR)
+            WHEN 'order' THEN CAST(to_json({'order': good_slugs, 'allow_fallbacks': true}) AS VARCHAR)
+        END AS proposal,
+        CASE
+            WHEN cost_change_usd IS NULL THEN 'its cost effect is unknown (unpriced attempts)'
+            ELSE printf('it would change spend by %s$%.4f (%+.1f%%) over the ledger''s span, %s per 30 days',
+                CASE WHEN cost_change_usd < 0 THEN '-' ELSE '+' END, abs(cost_change_usd),
+                100 * cost_change_share,
+                CASE WHEN cost_change_usd * month_scale < 0 THEN '-' ELSE '+' END
+                    || printf('$%.2f', abs(cost_change_usd * month_scale)))
+        END AS effect_text,
         -- what the failures behind OpenRouter say, and do not say
         CASE
-            WHEN NOT coalesce(r.error_rates_observable, true) AND t.unattributed_errors = 0
+            WHEN NOT coalesce(error_rates_observable, true) AND unattributed_errors = 0
                 THEN printf(
-                    '; error rates were not observable, since no failed OpenRouter attempt named its upstream (OpenRouter retries other upstreams internally; none of the model''s %d OpenRouter attempts reached the ledger as a failure)',
-                    t.routed_attempts)
-            WHEN NOT coalesce(r.error_rates_observable, true) THEN printf(
-                '; error rates were not observable, since no failed OpenRouter attempt named its upstream (OpenRouter retries other upstreams internally; %d of the model''s %d OpenRouter attempts failed without naming one)',
-                t.unattributed_errors, t.routed_attempts)
-            WHEN t.unattributed_errors > 0 THEN printf(
-                '; %d of the model''s %d OpenRouter attempts (%.1f%%) failed without naming an upstream',
-                t.unattributed_errors, t.routed_attempts,
-                100.0 * t.unattributed_errors / t.routed_attempts)
+                    ' Error rates were not observable, since no failed OpenRouter attempt named its upstream (OpenRouter retries other upstreams internally; none of the model''s %d OpenRouter attempts reached the ledger as a failure).',
+                    routed_attempts)
+            WHEN NOT coalesce(error_rates_observable, true) THEN printf(
+                ' Error rates were not observable, since no failed OpenRouter attempt named its upstream (OpenRouter retries other upstreams internally; %d of the model''s %d OpenRouter attempts failed without naming one).',
+                unattributed_errors, routed_attempts)
+            WHEN unattributed_errors > 0 THEN printf(
+                ' %d of the model''s %d OpenRouter attempts (%.1f%%) failed without naming an upstream.',
+                unattributed_errors, routed_attempts, 100.0 * unattributed_errors / routed_attempts)
             ELSE ''
-        END AS errors_note
-    FROM models AS m
-    LEFT JOIN traffic AS t USING (requested_model)
-    LEFT JOIN per_model AS pm USING (requested_model)
-    LEFT JOIN (SELECT * FROM ranked WHERE pick = 1) AS r USING (requested_model)
+        END AS errors_note,
+        CASE
+            WHEN coalesce(switches, 0) + coalesce(idle_releases, 0) = 0 THEN ''
+            ELSE printf(
+                ' Stickiness failures today: %d switches and %d idle releases lost %d cache-read tokens (%s).',
+                switches, idle_releases, tokens_lost,
+                CASE WHEN switch_unpriced THEN 'unpriced'
+                    ELSE printf('$%.4f', switch_cost_usd) END)
+        END AS switch_note,
+        CASE
+            WHEN verdict IN ('warranted', 'not_warranted') AND worse
+                AND NOT errors_worse AND (latency_worse OR cost_worse)
+                THEN printf(
+                    ' %s differs mainly in %s: provider.sort = "%s" keeps sticky routing and starts each new session on the %s upstream (ADR 0221: sort picks the first upstream, the pin keeps it).',
+                    upstream, CASE WHEN latency_worse THEN 'latency' ELSE 'price' END,
+                    CASE WHEN latency_worse THEN 'latency' ELSE 'price' END,
+                    CASE WHEN latency_worse THEN 'fastest' ELSE 'cheapest' END)
+            ELSE ''
+        END AS sort_note,
+        CASE
+            WHEN kind IS NULL THEN ''
+            WHEN kind = 'ignore' AND derived_slugs IS NOT NULL THEN printf(
+                ' The slug of %s is derived from its name, not known: check it on the model''s OpenRouter page.',
+                derived_slugs)
+            WHEN kind = 'order' AND good_derived IS NOT NULL THEN printf(
+                ' The slug of %s is derived from its name, not known: check it on the model''s OpenRouter page.',
+                good_derived)
+            ELSE ''
+        END AS slug_note
+    FROM decided
 )
 SELECT
     requested_model,
     verdict,
-    pinned_upstream,
-    best_upstream,
+    CASE WHEN routed THEN upstream END AS pinned_upstream,
+    CASE WHEN verdict IN ('warranted', 'not_warranted') AND kind IS NOT NULL
+        THEN good_upstream ELSE best_upstream END AS best_upstream,
+    CASE
+        WHEN verdict = 'does_not_apply'
+            THEN 'Not routed by OpenRouter: provider routing does not apply'
+        WHEN verdict = 'insufficient_data' AND upstream IS NULL
+            THEN 'Not enough data: no session is pinned to one OpenRouter upstream yet'
+        WHEN verdict = 'insufficient_data'
+            THEN printf('Not enough data: %s has %d attempts, %d needed to judge',
+                upstream, attempts, CAST(min_samples AS BIGINT))
+        WHEN verdict = 'warranted' AND kind = 'ignore'
+            THEN printf('Ignore %s: %s, on %.0f%% of sessions',
+                worse_names, worse_figures, 100 * worse_share)
+        WHEN verdict = 'warranted'
+            THEN printf('Order %s first: %s %s, on %.0f%% of sessions',
+                good_upstream, upstream, worse_figures, 100 * worse_share)
+        WHEN kind IS NOT NULL
+            THEN printf('Keep routing: leaving %s (%s) would cost %+.0f%% on %.0f%% of sessions',
+                worse_names, worse_figures, 100 * cost_change_share, 100 * worse_share)
+        WHEN worse_names IS NOT NULL
+            THEN printf('Keep routing: %s is worse (%s) but no better upstream has enough data',
+                worse_names, worse_figures)
+        ELSE 'Keep routing: no pinned upstream is worse beyond the margins'
+    END AS headline,
+    CASE WHEN verdict = 'warranted' THEN proposal END AS recommendation,
+    CASE WHEN verdict IN ('warranted', 'not_warranted') AND kind IS NOT NULL
+        THEN CAST(cost_change_usd * month_scale AS DECIMAL(20, 6)) END AS monthly_effect_usd,
+    CASE WHEN routed AND any_judgeable THEN worse_share END AS sessions_affected_share,
     CASE
         WHEN NOT routed
             THEN printf(
-                '%s is not routed by OpenRouter (its attempts went to %s), so provider.order does not apply.',
+                '%s is not routed by OpenRouter (its attempts went to %s), so provider routing (order, ignore, sort) does not apply.',
                 requested_model, served_by)
-        WHEN pinned_upstream IS NULL
+        WHEN upstream IS NULL
             THEN 'No session is pinned to a single OpenRouter upstream yet, so there is nothing to judge.'
-        WHEN NOT pinned_enough
+        WHEN NOT any_judgeable AND NOT enough
             THEN printf(
                 'Pinned upstream %s has %d attempts and %d latency samples, fewer than the %d needed.',
-                pinned_upstream, pinned_attempts, pinned_latency_samples, CAST(min_samples AS BIGINT))
-        WHEN best_upstream IS NULL
+                upstream, attempts, latency_samples, CAST(min_samples AS BIGINT))
+        WHEN NOT any_judgeable
             THEN printf(
                 'Pinned upstream %s has no alternative with at least %d attempts to compare against.',
-                pinned_upstream, CAST(min_samples AS BIGINT))
+                upstream, CAST(min_samples AS BIGINT))
+        WHEN verdict = 'warranted' AND kind = 'ignore'
+            THEN printf(
+                'Pinned %s is worse (%s) than %s; it holds %.0f%% of the pinned sessions. Send provider %s: sticky routing continues and those sessions move to the other upstreams (errors %.1f%%, %.0f%% cache hits, %s/Mtok input, in proportion to their pinned sessions); %s.',
+                pinned_figures, worse_figures, best_figures, 100 * worse_share, proposal,
+                100 * mix_error_rate, 100 * mix_hit_rate,
+                coalesce(printf('$%.4f', mix_cost_per_mtok), 'unknown cost'), effect_text)
+                || sort_note || switch_note || slug_note || errors_note
         WHEN verdict = 'warranted'
             THEN printf(
-                'Pinned %s is worse on %s than %s%s, and switching is affordable%s: provider.order is warranted.',
-                pinned_figures, worse_on, best_figures,
-                coalesce('; so is ' || also_worse, ''), errors_note)
-        WHEN errors_worse OR latency_worse
+                'Pinned %s is worse (%s) than %s; the worse upstreams hold %.0f%% of the pinned sessions. Send provider %s: every session goes to %s first (projected %.0f%% cache hits: its sticky %.0f%% minus the cold fallbacks of its %.1f%% errors); %s. Concentration risk: %s would take all of the model''s traffic (%.0f%% of its pinned sessions today), so its rate limits and outages become yours and each fallback starts a cold cache.',
+                pinned_figures, worse_figures, best_figures, 100 * worse_share, proposal,
+                good_upstream, 100 * order_hit_rate, 100 * good_hit_rate, 100 * good_error_rate,
+                effect_text, good_upstream,
+                100 * coalesce(good_pinned_share, 0))
+                || sort_note || switch_note || slug_note || errors_note
+        WHEN kind IS NOT NULL
             THEN printf(
-                'Pinned %s is worse than %s, but losing the cache would cost more than the allowed %.0f%%%s%s: provider.order is not warranted.',
-                pinned_figures, best_figures, 100 * max_cost_increase,
-                coalesce('; too few attempts to judge ' || unjudged, ''), errors_note)
+                'Pinned %s is worse (%s) than %s, but moving its sessions costs more than it saves: %s, above the allowed %+.0f%%. The trade-off: what %s does worse (%s) is not worth paying that much more for the traffic that would move, so provider routing is not warranted.',
+                pinned_figures, worse_figures, best_figures, effect_text,
+                100 * max_cost_increase, upstream, worse_figures)
+                || sort_note || switch_note || errors_note
         ELSE printf(
-            'Pinned %s is not worse beyond the margins with confidence than %s%s%s: provider.order is not warranted.',
+            'Pinned %s is not worse beyond the margins with confidence than %s: provider routing is not warranted%s.',
             pinned_figures, best_figures,
-            coalesce('; too few attempts to judge ' || unjudged, ''), errors_note)
+            coalesce('; too few attempts to judge ' || unjudged, ''))
+            || switch_note || errors_note
     END AS reason,
     pinned_share,
     judged_upstreams,
     coalesce(worse_upstreams, '') AS worse_upstreams,
     error_rates_observable,
     coalesce(unattributed_errors, 0) AS unattributed_errors,
-    pinned_error_rate,
-    pinned_error_low,
-    pinned_error_high,
+    error_rate AS pinned_error_rate,
+    error_low AS pinned_error_low,
+    error_high AS pinned_error_high,
     best_error_rate,
     best_error_low,
     best_error_high,
-    pinned_p95_ms,
-    pinned_p95_low_ms,
-    pinned_p95_high_ms,
+    p95_latency_ms AS pinned_p95_ms,
+    p95_low_ms AS pinned_p95_low_ms,
+    p95_high_ms AS pinned_p95_high_ms,
     best_p95_ms,
     best_p95_low_ms,
     best_p95_high_ms,
-    keyless_hit_rate,
-    pinned_cost_per_mtok,
-    best_projected_cost_per_mtok,
+    error_deff AS pinned_error_deff,
+    hit_rate AS pinned_hit_rate,
+    best_hit_rate,
+    cost_per_mtok AS pinned_cost_per_mtok,
+    best_cost_per_mtok,
+    cost_change_share,
+    switch_cost_usd,
     coalesce(errors_worse, false) AS errors_worse,
     coalesce(latency_worse, false) AS latency_worse,
     coalesce(cost_worse, false) AS cost_worse,
-    coalesce(affordable, true) AS affordable
-FROM decided;
+    affordable
+FROM explained
+ORDER BY requested_model;

@@ -14,6 +14,8 @@
 --   input_tokens,
 --   cache_read_tokens  = this (the later) attempt's, for hit rates by idle gap
 --   usage_reported     = whether those counts are its reported usage (rates skip it if not)
+--   previous_cache_read_tokens = the previous attempt's cache reads (what a
+--                        switch or idle release can lose: switch_costs)
 CREATE OR REPLACE VIEW transitions AS
 WITH served AS (
     SELECT
@@ -35,7 +37,8 @@ paired AS (
     SELECT
         *,
         lag(upstream) OVER w AS previous_upstream,
-        lag(started_at) OVER w AS previous_started_at
+        lag(started_at) OVER w AS previous_started_at,
+        lag(cache_read_tokens) OVER w AS previous_cache_read_tokens
     FROM served
     WINDOW w AS (PARTITION BY session_id, actor_id, requested_model ORDER BY started_at, attempt, id)
 ),
@@ -52,16 +55,18 @@ measured AS (
         (epoch_us(started_at) - epoch_us(previous_started_at)) / 1e6 AS gap_s,
         input_tokens,
         cache_read_tokens,
-        usage_reported
+        usage_reported,
+        previous_cache_read_tokens
     FROM paired
     WHERE previous_started_at IS NOT NULL
 )
 SELECT
-    * EXCLUDE (input_tokens, cache_read_tokens, usage_reported),
+    * EXCLUDE (input_tokens, cache_read_tokens, usage_reported, previous_cache_read_tokens),
     gap_s <= ledger_setting('idle_window_s') AS within_window,
     upstream <> previous_upstream AND gap_s <= ledger_setting('idle_window_s') AS is_switch,
     upstream <> previous_upstream AND gap_s > ledger_setting('idle_window_s') AS is_idle_release,
     input_tokens,
     cache_read_tokens,
-    usage_reported
+    usage_reported,
+    previous_cache_read_tokens
 FROM measured;

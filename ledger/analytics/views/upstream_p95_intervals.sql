@@ -4,8 +4,11 @@
 -- Distribution-free order-statistic interval for the 0.95 quantile of the n
 -- served latencies x(1) <= ... <= x(n) (attempts >= 1, status 'ok', not a
 -- response-cache hit, latency_ms known); z = ledger_setting('confidence_z'):
---   r = greatest(1, floor(0.95n - z*sqrt(0.95*0.05*n)))
---   s = least(n, ceil(0.95n + z*sqrt(0.95*0.05*n)))
+--   r = greatest(1, floor(0.95n - z*sqrt(0.95*0.05*n*deff)))
+--   s = least(n, ceil(0.95n + z*sqrt(0.95*0.05*n*deff)))
+-- where deff is upstream_clusters.latency_deff: latencies of one session are
+-- correlated, so the binomial count of values above the p95 varies deff times
+-- more than for independent draws (deff = 1 gives the classical interval).
 --   p95_low_ms = x(r), p95_high_ms = x(s)
 --
 -- How (the result is exact, only cheaper than ranking all n values): when
@@ -21,14 +24,19 @@ WITH latencies AS (
 ),
 bounds AS (
     SELECT
-        *,
-        greatest(1, floor(0.95 * n - z * sqrt(0.95 * 0.05 * n))) AS r,
-        least(n, ceil(0.95 * n + z * sqrt(0.95 * 0.05 * n))) AS s
+        g.*,
+        z,
+        coalesce(c.latency_deff, 1.0) AS deff,
+        greatest(1, floor(0.95 * n - z * sqrt(0.95 * 0.05 * n * deff))) AS r,
+        least(n, ceil(0.95 * n + z * sqrt(0.95 * 0.05 * n * deff))) AS s
     FROM (
         SELECT requested_model, upstream, count(*) AS n, quantile_disc(latency_ms, 0.9) AS cut
         FROM latencies
         GROUP BY requested_model, upstream
-    ), (SELECT ledger_setting('confidence_z') AS z)
+    ) AS g
+    LEFT JOIN (SELECT requested_model, upstream, latency_deff FROM upstream_clusters) AS c
+        USING (requested_model, upstream),
+    (SELECT ledger_setting('confidence_z') AS z)
 ),
 ranked AS (
     SELECT

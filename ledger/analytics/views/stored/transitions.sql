@@ -18,5 +18,6 @@ SELECT
     changed AND gap_s > ledger_setting('idle_window_s') AS is_idle_release,
     input_tokens,
     cache_read_tokens,
-    usage_reported
+    usage_reported,
+    previous_cache_read_tokens
 FROM state_transitions;

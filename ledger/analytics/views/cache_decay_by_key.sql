@@ -1,0 +1,89 @@
+-- cache_decay_by_key: prompt-cache hit rates by the idle gap before a session's served
+-- attempt (its transition's gap, see transitions), split by that attempt's
+-- key_sent. Shows how the hit rate decays as sessions sit idle (the dashboard's
+-- figure; cache_decay is the contract's view, per requested_model with fixed buckets).
+--
+-- Gap buckets have inclusive upper edges at 1 min, 5 min, the idle window
+-- (ledger_setting('idle_window_s'), 10 min by default: where OpenRouter's pin
+-- expires), 30 min and 1 h, and one beyond; edges are sorted and deduplicated,
+-- so any idle window is an edge of its own.
+--
+--   gap_order         = the bucket's rank, 0 for the shortest gaps
+--   idle_gap          = its label: '≤ 1 min', '1 min – 5 min', …, '> 1 h'
+--   gap_from_s,
+--   gap_to_s          = its bounds: gap_from_s < gap <= gap_to_s (null: open)
+--   within_window     = the bucket ends within the idle window (the pin held)
+--   calls             = served attempts with a previous one in their session
+--   input_tokens,
+--   cache_read_tokens = their sums, over those whose usage was reported
+--   token_hit_rate    = cache_read_tokens / input_tokens
+--   call_hit_rate     = attempts with cache_read_tokens > 0 / those whose usage
+--                       was reported (a missing usage is no miss)
+CREATE OR REPLACE VIEW cache_decay_by_key AS
+WITH edges AS (
+    SELECT
+        list_sort(list_distinct([60.0, 300.0, ledger_setting('idle_window_s'), 1800.0, 3600.0]))
+            AS e,
+        ledger_setting('idle_window_s') AS window_s
+),
+bucketed AS (
+    SELECT
+        len(list_filter(edges.e, lambda x: t.gap_s > x)) AS gap_order,
+        t.key_sent,
+        t.input_tokens,
+        t.cache_read_tokens,
+        t.usage_reported,
+        edges.e,
+        edges.window_s
+    FROM transitions AS t
+    CROSS JOIN edges
+),
+grouped AS (
+    SELECT
+        gap_order,
+        key_sent,
+        any_value(e)[gap_order] AS gap_from_s,
+        any_value(e)[gap_order + 1] AS gap_to_s,
+        any_value(window_s) AS window_s,
+        count(*) AS calls,
+        count(*) FILTER (WHERE usage_reported) AS reported_calls,
+        CAST(coalesce(sum(input_tokens) FILTER (WHERE usage_reported), 0) AS BIGINT)
+            AS input_tokens,
+        CAST(coalesce(sum(cache_read_tokens) FILTER (WHERE usage_reported), 0) AS BIGINT)
+            AS cache_read_tokens,
+        count(*) FILTER (WHERE usage_reported AND cache_read_tokens > 0) AS hit_calls
+    FROM bucketed
+    GROUP BY gap_order, key_sent
+),
+labelled AS (
+    SELECT
+        *,
+        CASE
+            WHEN gap_from_s % 3600 = 0 THEN printf('%d h', CAST(gap_from_s // 3600 AS BIGINT))
+            WHEN gap_from_s % 60 = 0 THEN printf('%d min', CAST(gap_from_s // 60 AS BIGINT))
+            ELSE printf('%g s', gap_from_s)
+        END AS from_label,
+        CASE
+            WHEN gap_to_s % 3600 = 0 THEN printf('%d h', CAST(gap_to_s // 3600 AS BIGINT))
+            WHEN gap_to_s % 60 = 0 THEN printf('%d min', CAST(gap_to_s // 60 AS BIGINT))
+            ELSE printf('%g s', gap_to_s)
+        END AS to_label
+    FROM grouped
+)
+SELECT
+    gap_order,
+    CASE
+        WHEN gap_from_s IS NULL THEN '≤ ' || to_label
+        WHEN gap_to_s IS NULL THEN '> ' || from_label
+        ELSE from_label || ' – ' || to_label
+    END AS idle_gap,
+    gap_from_s,
+    gap_to_s,
+    coalesce(gap_to_s <= window_s, false) AS within_window,
+    key_sent,
+    calls,
+    input_tokens,
+    cache_read_tokens,
+    CAST(cache_read_tokens AS DOUBLE) / nullif(input_tokens, 0) AS token_hit_rate,
+    CAST(hit_calls AS DOUBLE) / nullif(reported_calls, 0) AS call_hit_rate
+FROM labelled;

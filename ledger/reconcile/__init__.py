@@ -1,0 +1,1 @@
+"""Reconciliation: the ledger's estimates against what the bill says."""

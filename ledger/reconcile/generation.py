@@ -1,0 +1,84 @@
+"""OpenRouter's generation stats (``GET /api/v1/generation?id=…``), parsed.
+
+The body is ``{"data": {...}}``; the fields used are those OpenRouter documents
+and returns (see tests/fixtures/payloads/SOURCES.md): ``total_cost`` (USD, what
+the generation was billed), ``cache_discount``, ``upstream_inference_cost``,
+``provider_name`` and the ``native_tokens_*`` counts. Every other field is kept
+untouched in :attr:`Generation.raw`; an unknown field is never an error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Final
+
+#: The figures stored in the row's ``billing`` JSON, as OpenRouter names them.
+BILLING_FIELDS: Final = (
+    "cache_discount",
+    "upstream_inference_cost",
+    "native_tokens_prompt",
+    "native_tokens_completion",
+    "native_tokens_cached",
+    "native_tokens_reasoning",
+    "provider_name",
+    "model",
+)
+_MONEY_FIELDS: Final = frozenset({"cache_discount", "upstream_inference_cost"})
+_MAX_COST: Final = Decimal(10) ** 9
+
+
+class BadGeneration(ValueError):
+    """The body is not a generation: not JSON, no ``data`` object, or no usable ``total_cost``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    id: str
+    total_cost: Decimal
+    provider_name: str | None
+    billing: dict[str, Any]
+    raw: dict[str, Any]
+
+
+def _decimal(value: Any) -> Decimal | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = Decimal(str(value))
+    except InvalidOperation:
+        return None
+    return number if number.is_finite() and abs(number) < _MAX_COST else None
+
+
+def parse_generation(body: bytes) -> Generation:
+    """The generation in ``body``; :class:`BadGeneration` when it is not one."""
+    try:
+        document = json.loads(body, parse_float=Decimal)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadGeneration(f"not JSON: {exc}") from None
+    data = document.get("data") if isinstance(document, dict) else None
+    if not isinstance(data, dict):
+        raise BadGeneration("no 'data' object")
+    total = _decimal(data.get("total_cost"))
+    if total is None or total < 0:
+        raise BadGeneration(f"total_cost {data.get('total_cost')!r} is not a cost")
+    billing: dict[str, Any] = {}
+    for name in BILLING_FIELDS:
+        value = data.get(name)
+        if name in _MONEY_FIELDS:
+            if (number := _decimal(value)) is not None:
+                billing[name] = str(number)  # money as exact text, never a float
+        elif isinstance(value, str):
+            billing[name] = value[:256]
+        elif isinstance(value, int) and not isinstance(value, bool):
+            billing[name] = value
+    provider = data.get("provider_name")
+    return Generation(
+        id=str(data.get("id") or ""),
+        total_cost=total,
+        provider_name=provider[:128] if isinstance(provider, str) and provider else None,
+        billing=billing,
+        raw=data,
+    )

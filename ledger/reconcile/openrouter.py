@@ -1,0 +1,225 @@
+"""``ledger reconcile openrouter``: store what OpenRouter billed each generation.
+
+For OpenRouter rows with a ``generation_id`` and no billed figure yet, fetch
+``GET {base}/generation?id=…`` with bounded concurrency and store
+``total_cost`` in ``billed_cost_usd`` (``cost_usd`` keeps the call-time
+estimate), the other figures in ``billing``, and ``provider_name`` as the
+row's ``upstream`` when the row had none (a stream that failed before naming it).
+
+* Resumable and idempotent: the state is the row itself (``billed_at`` null =
+  not yet). A rerun fetches only what is still missing; the UPDATE requires
+  ``billed_at IS NULL``, so a row reconciled twice keeps one billed figure.
+* OpenRouter lags: a 404 means "not found yet"; the row is left for a later run,
+  never marked failed.
+* 429 and 5xx/timeouts are retried with exponential backoff (``Retry-After``
+  honoured); a 401/403 stops the run (:class:`ReconcileAuthError`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Final
+
+import httpx
+from sqlalchemy import bindparam, func, select, update
+from sqlalchemy.engine import Engine
+
+from ledger.errors import ReconcileAuthError, ReconcileError
+from ledger.reconcile.generation import BadGeneration, Generation, parse_generation
+from ledger.schema import token_usage
+
+DEFAULT_BASE_URL: Final = "https://openrouter.ai/api/v1"
+_t = token_usage.c
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """How hard one generation is asked for before the run moves on."""
+
+    attempts: int = 5
+    base_s: float = 0.5
+    max_s: float = 30.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.max_s)
+        backoff: float = min(self.max_s, self.base_s * 2**attempt)
+        return backoff * random.uniform(0.5, 1.0)  # jitter: concurrent retries spread out
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+class GenerationClient:
+    """Fetches generations from OpenRouter (or the simulator) over one pooled client."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        api_key: str,
+        base_url: str = DEFAULT_BASE_URL,
+        retry: Retry = Retry(),
+    ) -> None:
+        self._http = http
+        self._url = base_url.rstrip("/") + "/generation"
+        self._headers = {"authorization": f"Bearer {api_key}"}
+        self.retry = retry
+
+    async def fetch(self, generation_id: str) -> Generation | None:
+        """The generation, or None when OpenRouter does not have it yet (404)."""
+        problem = ""
+        for attempt in range(self.retry.attempts):
+            try:
+                response = await self._http.get(
+                    self._url, params={"id": generation_id}, headers=self._headers
+                )
+            except httpx.TransportError as exc:  # timeouts included
+                problem = f"{type(exc).__name__}"
+                await asyncio.sleep(self.retry.delay(attempt, None))
+                continue
+            status = response.status_code
+            if status == 200:
+                try:
+                    return parse_generation(response.content)
+                except BadGeneration as exc:
+                    raise ReconcileError(f"generation {generation_id}: {exc}") from None
+            if status == 404:
+                return None
+            if status in (401, 403):
+                raise ReconcileAuthError(
+                    f"OpenRouter refused the key (HTTP {status}): check OPENROUTER_API_KEY"
+                )
+            if status == 429 or status >= 500:
+                problem = f"HTTP {status}"
+                await asyncio.sleep(self.retry.delay(attempt, _retry_after(response)))
+                continue
+            raise ReconcileError(f"generation {generation_id}: unexpected HTTP {status}")
+        raise ReconcileError(
+            f"generation {generation_id}: still failing after {self.retry.attempts} tries "
+            f"({problem})"
+        )
+
+
+@dataclass(slots=True)
+class ReconcileReport:
+    examined: int = 0
+    billed: int = 0
+    pending: int = 0
+    failed: int = 0
+    estimated_usd: Decimal = Decimal(0)
+    billed_usd: Decimal = Decimal(0)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def drift_usd(self) -> Decimal:
+        return self.billed_usd - self.estimated_usd
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "examined": self.examined,
+            "billed": self.billed,
+            "pending": self.pending,
+            "failed": self.failed,
+            "estimated_usd": str(self.estimated_usd),
+            "billed_usd": str(self.billed_usd),
+            "drift_usd": str(self.drift_usd),
+            "errors": self.errors[:20],
+        }
+
+
+def _page(engine: Engine, after: int, since: dt.datetime | None, size: int) -> Sequence[Any]:
+    query = select(_t.id, _t.generation_id, _t.cost_usd).where(
+        _t.provider == "openrouter",
+        _t.generation_id.is_not(None),
+        _t.billed_at.is_(None),
+        _t.id > after,
+    )
+    if since is not None:
+        query = query.where(_t.started_at >= since)
+    with engine.connect() as conn:
+        return conn.execute(query.order_by(_t.id).limit(size)).all()
+
+
+_STORE = (
+    update(token_usage)
+    .where(_t.id == bindparam("row_id"), _t.billed_at.is_(None))
+    .values(
+        billed_cost_usd=bindparam("billed"),
+        billed_at=bindparam("at"),
+        billing=bindparam("billing_json", type_=token_usage.c.billing.type),
+        upstream=func.coalesce(_t.upstream, bindparam("provider_name")),
+    )
+)
+
+
+async def reconcile_openrouter(
+    engine: Engine,
+    client: GenerationClient,
+    *,
+    since: dt.datetime | None,
+    concurrency: int = 16,
+    page_size: int = 1000,
+) -> ReconcileReport:
+    """Fetch and store the billed cost of every unreconciled OpenRouter row since ``since``."""
+    report = ReconcileReport()
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(generation_id: str) -> Generation | ReconcileError | None:
+        async with gate:
+            try:
+                return await client.fetch(generation_id)
+            except ReconcileAuthError:
+                raise
+            except ReconcileError as exc:
+                return exc
+
+    after = 0
+    while True:
+        rows = await asyncio.to_thread(_page, engine, after, since, page_size)
+        if not rows:
+            return report
+        after = rows[-1].id
+        report.examined += len(rows)
+        results = await asyncio.gather(*(one(r.generation_id) for r in rows))
+        now = dt.datetime.now(dt.UTC)
+        updates: list[dict[str, Any]] = []
+        for row, result in zip(rows, results, strict=True):
+            if result is None:
+                report.pending += 1
+            elif isinstance(result, ReconcileError):
+                report.failed += 1
+                report.errors.append(str(result))
+            else:
+                updates.append(
+                    {
+                        "row_id": row.id,
+                        "billed": result.total_cost,
+                        "at": now,
+                        "billing_json": result.billing,
+                        "provider_name": result.provider_name,
+                    }
+                )
+                report.estimated_usd += row.cost_usd or 0
+                report.billed_usd += result.total_cost
+        if updates:
+            stored = await asyncio.to_thread(_store, engine, updates)
+            report.billed += stored
+
+
+def _store(engine: Engine, updates: list[dict[str, Any]]) -> int:
+    with engine.begin() as conn:
+        result = conn.execute(_STORE, updates)
+    if engine.dialect.supports_sane_multi_rowcount:
+        return max(result.rowcount, 0)
+    return len(updates)

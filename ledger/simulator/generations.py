@@ -1,0 +1,99 @@
+"""What the simulated OpenRouter billed: ``GET /api/v1/generation?id=…``.
+
+Every OpenRouter completion the simulator serves is remembered with the cost it
+reported in ``usage.cost``; the generation endpoint answers with the fields of
+OpenRouter's real response (tests/fixtures/payloads/SOURCES.md), so
+``ledger reconcile openrouter`` runs offline:
+
+* ``lag_s``: a generation is 404 until this long after it was served (OpenRouter's
+  stats lag the completion);
+* ``discrepancy_rate``: the share of generations billed ``discrepancy`` apart from
+  what the completion reported (the bill moved after the fact), so a
+  reconciliation has some drift to find.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import threading
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Final
+
+from ledger.simulator.clock import Clock
+
+if TYPE_CHECKING:
+    from ledger.simulator.core import Completion
+
+_QUANTUM: Final = Decimal("1e-10")
+
+
+@dataclass(frozen=True, slots=True)
+class Billed:
+    served_at: float
+    body: dict[str, Any]
+
+
+class GenerationStore:
+    """The generations served so far, by id (bounded by what a run serves)."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        lag_s: float = 0.0,
+        discrepancy_rate: float = 0.0,
+        discrepancy: Decimal = Decimal("0.05"),
+        seed: int = 0,
+    ) -> None:
+        self.clock = clock
+        self.lag_s = lag_s
+        self.discrepancy_rate = discrepancy_rate
+        self.discrepancy = discrepancy
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._served: dict[str, Billed] = {}
+
+    def __len__(self) -> int:
+        return len(self._served)
+
+    def record(self, generation_id: str, done: Completion, *, streamed: bool) -> None:
+        """Remember one served completion and what it will be billed."""
+        usage = done.usage
+        with self._lock:
+            off = self.discrepancy_rate and self._rng.random() < self.discrepancy_rate
+            total = usage.cost * (1 + self.discrepancy) if off else usage.cost
+            created = dt.datetime.fromtimestamp(done.created, dt.UTC)
+            body = {
+                "id": generation_id,
+                "upstream_id": f"chatcmpl-{done.ident}",
+                "total_cost": float(total.quantize(_QUANTUM)),
+                "cache_discount": None,
+                "upstream_inference_cost": float(total.quantize(_QUANTUM)),
+                "usage": float(total.quantize(_QUANTUM)),
+                "created_at": created.isoformat().replace("+00:00", "Z"),
+                "model": done.model,
+                "is_byok": False,
+                "streamed": streamed,
+                "cancelled": False,
+                "provider_name": done.upstream,
+                "latency": round(done.ttft_s * 1000),
+                "generation_time": round(done.total_s * 1000),
+                "tokens_prompt": usage.prompt_tokens,
+                "tokens_completion": usage.completion_tokens,
+                "native_tokens_prompt": usage.prompt_tokens,
+                "native_tokens_completion": usage.completion_tokens,
+                "native_tokens_reasoning": usage.reasoning_tokens,
+                "native_tokens_cached": usage.cached_tokens,
+                "api_type": "completions",
+            }
+            self._served[generation_id] = Billed(self.clock.time(), body)
+
+    def lookup(self, generation_id: str) -> dict[str, Any] | None:
+        """The generation's body, or None while unknown or still within the lag."""
+        with self._lock:
+            billed = self._served.get(generation_id)
+        if billed is None or self.clock.time() < billed.served_at + self.lag_s:
+            return None
+        return {"data": billed.body}
