@@ -12,8 +12,10 @@ from ledger.errors import AllProvidersFailed, LedgerError, ProviderError
 from ledger.events import UsageEvent
 from ledger.instrument import (
     AsyncMeteringTransport,
+    ContextThreadPoolExecutor,
     MeteringTransport,
     async_httpx_client,
+    bind,
     context,
     httpx_client,
     instrument,
@@ -31,6 +33,7 @@ __all__ = [
     "Cascade",
     "ChatResult",
     "Client",
+    "ContextThreadPoolExecutor",
     "Ledger",
     "LedgerError",
     "MeteringTransport",
@@ -39,6 +42,7 @@ __all__ = [
     "Route",
     "UsageEvent",
     "async_httpx_client",
+    "bind",
     "context",
     "default_ledger",
     "httpx_client",

@@ -224,12 +224,31 @@ def computed_price(
     url = None if provider_id else api_url
     try:
         snapshot = _bundled_snapshot()
-        _, info = snapshot.find_provider_model(model, None, provider_id, url)
+        try:
+            _, info = snapshot.find_provider_model(model, None, provider_id, url)
+        except LookupError:
+            if provider_id or not url:
+                raise
+            # A local or proxy base URL names no provider: infer it from the model name
+            # (a proxy serving gpt-4o-mini is priced as gpt-4o-mini), and price by it.
+            url = None
+            _, info = snapshot.find_provider_model(model, None, None, None)
         prices = info.get_prices(at)
         missing = missing_rates(prices, usage)
         total = _linear_price(prices, usage)
         if total is None:
             total = _library_price(snapshot, usage, model, provider_id, url, at)
+    except LookupError:
+        where = (
+            f" and the base URL {api_url} names no provider" if api_url and not provider_id else ""
+        )
+        _warn_once(
+            provider,
+            model,
+            f"the price table knows no model of that name{where}; map the base URL to its "
+            "provider (ledger.httpx_client(providers={base_url: 'openai'})) if it is one",
+        )
+        return None
     except Exception as exc:  # any failure of the price table means "unknown", never a crash
         _warn_once(provider, model, f"{type(exc).__name__}: {exc}")
         return None

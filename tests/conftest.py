@@ -26,6 +26,10 @@ from ledger.store.engine import make_engine
 from ledger.store.migrate import upgrade
 from tests.llm_loopback import LoopbackLLM, Rows
 
+# LiteLLM fetches its price map from the internet when imported unless told to use the
+# copy it ships; tests never reach the internet (set before any test module imports it).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 PG_ENV = "LEDGER_TEST_POSTGRES_URL"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 

@@ -293,3 +293,28 @@ def test_deepseek_is_priced_by_the_time_of_day_the_call_started(
     # 563 prompt = 512 cache hits + 51 misses; 116 completion (60 reasoning inside).
     hand = (51 * inp + 512 * cached + 116 * out) / 1_000_000
     assert _cost(provider, parsed, at) == pricing.Cost(hand, "computed")
+
+
+def test_a_local_base_url_without_a_mapping_is_priced_by_its_model_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A proxy on loopback names no provider; the model name still does.
+    at_proxy = {"provider": "openai_compatible", "provider_id": None}
+    cost = pricing.attempt_cost(
+        usage=USAGE,
+        model="gpt-4o-mini",
+        reported=None,
+        api_url="http://127.0.0.1:4000/v1",
+        **at_proxy,
+    )
+    # Priced (this usage has cache writes OpenAI has no rate for: "incomplete", not unknown).
+    assert cost.source in {"computed", "incomplete"} and cost.usd is not None and cost.usd > 0
+    model = f"local-llama-{uuid.uuid4().hex[:8]}"
+    with caplog.at_level(logging.WARNING):
+        unknown = pricing.attempt_cost(
+            usage=USAGE, model=model, reported=None, api_url="http://127.0.0.1:4000/v1", **at_proxy
+        )
+    assert unknown.usd is None
+    (line,) = [r.getMessage() for r in caplog.records if model in r.getMessage()]
+    assert "LookupError" not in line
+    assert "names no provider" in line and "providers={base_url: 'openai'}" in line

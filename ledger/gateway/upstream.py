@@ -86,7 +86,8 @@ class Upstreams:
                 socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
             ),
         )
-        self.meter = Meter(ledger=GuardedRecorder(ledger, guard), strict=strict)
+        # The gateway forwards what its client sent: no sticky key of the meter's own.
+        self.meter = Meter(ledger=GuardedRecorder(ledger, guard), strict=strict, sticky_key=False)
         self._providers: dict[str, Provider] = {}
 
     def provider(self, name: str) -> Provider:

@@ -14,9 +14,11 @@ Each HTTP attempt to a recognised endpoint (chat completions, the Responses API,
 messages; see :mod:`ledger.instrument.recognise`) becomes one row; the SDK's own
 retries are attempts 2, 3… of the same ``call_id``. Everything else passes
 through untouched, and nothing here ever changes what the SDK receives. A request
-changes only when asked to: ``sticky_key=True`` adds OpenRouter's session key,
-``include_usage=True`` asks streamed chat completions for their usage (the
-stream then ends with a usage chunk whose ``choices`` is empty).
+changes in two cases: an OpenRouter chat request made under a ``ledger.context`` with
+a session and without a session id of its own gets the sticky session key (ADR 0221;
+``sticky_key=False`` opts out), and ``include_usage=True`` asks streamed chat
+completions for their usage (the stream then ends with a usage chunk whose
+``choices`` is empty).
 
 The choke point is the client's transport: :func:`instrument` wraps the
 transports of an existing ``httpx``/``httpx2`` client (or of the one inside an
@@ -26,6 +28,7 @@ SDK client) and :func:`uninstrument` puts them back; both are idempotent.
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import re
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 
@@ -34,6 +37,7 @@ import httpx
 from ledger.attempt import Recorder
 from ledger.instrument.context import Context, context, current
 from ledger.instrument.meter import InstrumentationError, Meter
+from ledger.instrument.threads import ContextThreadPoolExecutor, bind
 from ledger.instrument.transport import AsyncMeteringTransport, MeteringTransport
 
 if TYPE_CHECKING:
@@ -170,10 +174,16 @@ def _http_of(client: Any) -> Any:
     )
 
 
-def _wrap(transport: Any, meter: Meter) -> Any:
+def _is_async(http: Any) -> bool:
+    """Whether ``http`` is an async client: asked of the client, not its transport, since
+    a transport may implement both interfaces (``MockTransport`` does)."""
+    return inspect.iscoroutinefunction(type(http).send)
+
+
+def _wrap(transport: Any, meter: Meter, is_async: bool) -> Any:
     if transport is None or isinstance(transport, MeteringTransport | AsyncMeteringTransport):
         return transport
-    if hasattr(transport, "handle_async_request"):
+    if is_async:
         return AsyncMeteringTransport(transport, meter=meter)
     return MeteringTransport(transport, meter=meter)
 
@@ -194,8 +204,9 @@ def instrument(client: T, *, meter: Meter | None = None, **options: Any) -> T:
     """
     http = _http_of(client)
     meter = meter or Meter(**options)
-    http._transport = _wrap(http._transport, meter)
-    http._mounts = {pattern: _wrap(t, meter) for pattern, t in http._mounts.items()}
+    is_async = _is_async(http)
+    http._transport = _wrap(http._transport, meter, is_async)
+    http._mounts = {pattern: _wrap(t, meter, is_async) for pattern, t in http._mounts.items()}
     return client
 
 
@@ -214,11 +225,13 @@ def is_instrumented(client: Any) -> bool:
 __all__ = [
     "AsyncMeteringTransport",
     "Context",
+    "ContextThreadPoolExecutor",
     "InstrumentationError",
     "Meter",
     "MeteringTransport",
     "Recorder",
     "async_httpx_client",
+    "bind",
     "context",
     "current",
     "httpx_client",

@@ -108,8 +108,11 @@ class Meter:
 
     ``ledger``: a :class:`Recorder`, a database URL, or None for the process's
     default ledger (opened on the first recorded call). ``providers`` maps URL
-    prefixes to provider names. ``sticky_key`` adds the sticky session key to
-    OpenRouter requests that lack one, when a session is known.
+    prefixes to provider names. ``sticky_key`` (on by default, ADR 0221 decision 1)
+    adds the sticky session key ``<prefix>:<session>:<actor>`` to OpenRouter chat
+    requests that carry none, when a ``ledger.context`` session is in force, so an
+    agent's turns stay on one upstream and its prompt cache; the row records the key
+    sent. ``sticky_key=False`` leaves OpenRouter requests as the SDK built them.
 
     ``include_usage`` adds ``stream_options: {"include_usage": true}`` to streamed
     chat-completions requests that do not say (OpenAI-style providers that accept
@@ -126,7 +129,7 @@ class Meter:
         ledger: Recorder | str | None = None,
         providers: Mapping[str, str] | None = None,
         strict: bool | None = None,
-        sticky_key: bool = False,
+        sticky_key: bool = True,
         session_prefix: str = DEFAULT_PREFIX,
         include_usage: bool = False,
     ) -> None:
@@ -476,7 +479,8 @@ class Exchange:
             and not self.abandoned
         ):
             warn_no_stream_usage(self.provider.name)
-        self._write(parsed, error, streamed=self.parser is not None)
+        # A streamed request is streamed whatever came back (a 429 has a JSON body).
+        self._write(parsed, error, streamed=self.parser is not None or self.prep.request.stream)
 
     def _outcome(
         self, broken: BaseException | None, early: bool

@@ -167,6 +167,13 @@ class _Core:
 
     def _observe(self, exchange: Exchange, response: Any, stream_class: type) -> Any:
         exchange.respond(response.status_code, response.headers)
+        # A response the inner transport has already read (MockTransport, a cache) is
+        # never streamed by the client, which reads ``content`` instead: record it now.
+        content = getattr(response, "_content", None)
+        if isinstance(content, bytes):
+            exchange.feed(content)
+            exchange.finish()
+            return response
         response.stream = stream_class(response.stream, exchange)
         return response
 

@@ -186,7 +186,32 @@ def test_request_headers_carry_context_and_never_reach_the_provider(
     assert not [h for h in loopback.requests[0].headers if h.startswith("x-ledger-")]
 
 
-def test_sticky_key_added_to_openrouter_only_when_asked(loopback: LoopbackLLM, rows: Rows) -> None:
+def test_sticky_key_sent_by_default_to_openrouter_only_and_only_with_a_session(
+    loopback: LoopbackLLM, rows: Rows
+) -> None:
+    router, openai_name = "openrouter_chat_doc_example.json", "openai_chat_cached_real.json"
+    loopback.queue(*(Reply.payload(n) for n in (router, router, openai_name, router)))
+    # sticky_key left at its default throughout
+    with sdk_for(router, loopback, metered(loopback, rows)) as client:
+        with ledger.context(session_id="s-7", actor_id="planner"):
+            call(client)
+        call(client)  # no context: nothing to be sticky about
+    with (
+        sdk_for(openai_name, loopback, metered(loopback, rows)) as client,
+        ledger.context(session_id="s-7"),
+    ):
+        call(client)  # not OpenRouter: the body is never changed
+    with (
+        sdk_for(router, loopback, metered(loopback, rows)) as client,
+        ledger.context(session_id="s-7"),
+    ):
+        call(client, extra_body={"session_id": "mine"})  # the caller's own key wins
+    key = session_key("s-7", "planner")
+    assert [r.body.get("session_id") for r in loopback.requests] == [key, None, None, "mine"]
+    assert [r.session_key for r in rows.events] == [key, None, None, "mine"]
+
+
+def test_sticky_key_false_opts_out(loopback: LoopbackLLM, rows: Rows) -> None:
     name = "openrouter_chat_doc_example.json"
     loopback.queue(Reply.payload(name), Reply.payload(name))
     for sticky in (False, True):
