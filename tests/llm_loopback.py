@@ -175,17 +175,30 @@ def running() -> Iterator[LoopbackLLM]:
 
 
 class Rows:
-    """A recorder that keeps events in memory, validating each as the ledger would."""
+    """A thread-safe recorder that keeps events in memory, validating each as the ledger
+    would: the one in-memory ledger of the tests."""
 
     def __init__(self) -> None:
         self.events: list[UsageEvent] = []
+        self._lock = threading.Lock()
 
     def record(self, event: UsageEvent) -> str:
         to_row(event)
-        self.events.append(event)
+        with self._lock:
+            self.events.append(event)
         return event.event_id
 
     @property
     def only(self) -> UsageEvent:
-        assert len(self.events) == 1
+        assert len(self.events) == 1, self.events
         return self.events[0]
+
+    def wait(self, count: int, timeout: float = 30.0) -> list[UsageEvent]:
+        """The rows once ``count`` are there (a stream's row lands after its last byte)."""
+        done = threading.Event()
+        for _ in range(int(timeout / 0.02)):
+            with self._lock:
+                if len(self.events) >= count:
+                    return list(self.events)
+            done.wait(0.02)
+        raise AssertionError(f"expected {count} rows, have {len(self.events)}: {self.events}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from decimal import Decimal
 from pathlib import Path
@@ -153,16 +154,22 @@ def test_cost_is_computed_from_bundled_prices_when_the_provider_reports_none(
     assert rows.only.cost_source == "computed" and isinstance(rows.only.cost_usd, Decimal)
 
 
+JSON_HEADERS = {"content-type": "application/json"}
+
+
 def test_unpriced_model_records_null_cost_and_logs_once(
     server: LoopbackLLM,
     rows: Rows,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The served model (gpt-5.4, on an unknown endpoint) is the one priced, and other
-    # tests serve it too: start from a process that has warned about nothing.
+    # A local model no price table knows, served on an endpoint that names no provider
+    # (a model name like gpt-5.4 would be priced by inference from its name). Start
+    # from a process that has warned about nothing.
     monkeypatch.setattr(pricing, "_warned", set())
-    server.default = Reply.payload("openai_chat_doc_example.json")
+    body = json.loads(Reply.payload("openai_chat_doc_example.json").body)
+    body["model"] = "local-llama-unpriced"
+    server.default = Reply(body=json.dumps(body).encode(), headers=JSON_HEADERS)
     with caplog.at_level(logging.WARNING), client_for(server, rows, "openai_compatible") as client:
         for _ in range(3):
             client.chat(MESSAGES, model="local-llama-unpriced")

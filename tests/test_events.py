@@ -59,11 +59,25 @@ def test_timestamps_in_other_zones_are_stored_as_utc() -> None:
 
 def test_cache_read_plus_write_may_exceed_input_as_providers_report_it() -> None:
     # The real OpenRouter/Gemini response: 2161 read AND 2161 written of 2168.
-    to_row(event(input_tokens=2168, cache_read_tokens=2161, cache_write_tokens=2161))
+    row = dict(
+        zip(
+            EVENT_COLUMNS,
+            to_row(event(input_tokens=2168, cache_read_tokens=2161, cache_write_tokens=2161)),
+            strict=True,
+        )
+    )
+    assert (row["input_tokens"], row["cache_read_tokens"], row["cache_write_tokens"]) == (
+        2168,
+        2161,
+        2161,
+    )
 
 
 def test_reasoning_above_output_is_kept_as_reported() -> None:
-    to_row(event(output_tokens=10, reasoning_tokens=11))
+    row = dict(
+        zip(EVENT_COLUMNS, to_row(event(output_tokens=10, reasoning_tokens=11)), strict=True)
+    )
+    assert (row["output_tokens"], row["reasoning_tokens"]) == (10, 11)
 
 
 def test_token_counts_beyond_32_bits_are_kept_not_clamped() -> None:

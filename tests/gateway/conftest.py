@@ -11,38 +11,13 @@ from typing import Any
 import pytest
 import uvicorn
 
-from ledger.events import UsageEvent, to_row
 from ledger.gateway import GatewayApp, hash_key, parse_config
 from ledger.simulator import Simulator, VirtualClock, serve_in_thread
 from ledger.simulator.server import free_port
-from tests.llm_loopback import LoopbackLLM
+from tests.llm_loopback import LoopbackLLM, Rows
 
 KEY = "lgw-test-key-for-the-search-team"
 OTHER_KEY = "lgw-test-key-for-the-ops-team"
-
-
-class Rows:
-    """A thread-safe recorder validating each event as the ledger would."""
-
-    def __init__(self) -> None:
-        self.events: list[UsageEvent] = []
-        self._lock = threading.Lock()
-
-    def record(self, event: UsageEvent) -> str:
-        to_row(event)
-        with self._lock:
-            self.events.append(event)
-        return event.event_id
-
-    def wait(self, count: int, timeout: float = 30.0) -> list[UsageEvent]:
-        """The rows once ``count`` are there (a stream's row lands after its last byte)."""
-        done = threading.Event()
-        for _ in range(int(timeout / 0.02)):
-            with self._lock:
-                if len(self.events) >= count:
-                    return list(self.events)
-            done.wait(0.02)
-        raise AssertionError(f"expected {count} rows, have {len(self.events)}: {self.events}")
 
 
 @pytest.fixture
