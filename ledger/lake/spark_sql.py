@@ -51,6 +51,7 @@ from sqlglot import exp, transforms
 
 from ledger.lake.views import inline_settings
 
+_MAX_PASSES: Final = 10
 _PRINTF_SPEC: Final = re.compile(r"%(?:%|[-#+ 0,(]*\d*(?:\.\d+)?([a-zA-Z]))")
 
 
@@ -61,10 +62,19 @@ _ARRAY_VALUED: Final = (exp.ArrayFilter, exp.ArraySort, exp.Array, exp.ArrayDist
 def to_spark(duckdb_sql: str, settings: Mapping[str, float]) -> str:
     """One DuckDB statement (a view body) as Spark SQL."""
     tree = sqlglot.parse_one(inline_settings(duckdb_sql, settings), read="duckdb")
-    # Two passes: sqlglot does not descend into a node a transform replaced, so
-    # the rewrites that rebuild a call around its arguments (printf, first)
-    # run after the ones that may sit inside those arguments.
-    return tree.transform(_rewrite).transform(_rewrite_calls).sql(dialect="spark")
+    # sqlglot does not descend into a node a transform replaced, so a rewrite
+    # nested in another (epoch_us inside a ``//``) is reached by the next pass;
+    # every rewrite produces nodes no rewrite matches again, so this ends. The
+    # rewrites that rebuild a call around its arguments (printf, first) come
+    # second in each pass, after the ones that may sit inside those arguments.
+    text = tree.sql(dialect="spark")
+    for _ in range(_MAX_PASSES):
+        tree = tree.transform(_rewrite).transform(_rewrite_calls)
+        rewritten = tree.sql(dialect="spark")
+        if rewritten == text:
+            return rewritten
+        text = rewritten
+    raise RuntimeError(f"the Spark rewrites did not settle in {_MAX_PASSES} passes")
 
 
 def _rewrite(node: exp.Expression) -> exp.Expression:
