@@ -27,6 +27,10 @@ DuckDB meaning exactly:
   ``min_by(x, struct(k1 IS NULL, k1, k2 IS NULL, k2, …))``: structs compare
   field by field, and the ``IS NULL`` fields put NULL keys last, as DuckDB
   does. A descending key is negated, so it must be numeric.
+- ``a / b`` becomes ``CAST(a AS DOUBLE) / b``: DuckDB divides DECIMALs (and
+  integers) as DOUBLE, Spark keeps a DECIMAL and rounds it to the scale its
+  precision rules leave (six places, often), so a cost divided by a million
+  tokens would differ in the fifth significant digit.
 - ``printf`` patterns: Spark formats with ``java.util.Formatter``, whose ``%g``
   keeps trailing zeros where C's drops them, so ``%g`` arguments are printed
   as the shortest decimal instead (``45.0`` -> ``45``, ``2.5`` -> ``2.5``);
@@ -92,6 +96,10 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
             element = exp.Anonymous(this="try_element_at", expressions=[node.this, index])
             zero = exp.EQ(this=index.copy(), expression=exp.Literal.number(0))
             return exp.If(this=zero, true=exp.Null(), false=element)
+    if isinstance(node, exp.Div) and not _is_double(node.this):
+        return exp.Div(
+            this=exp.cast(node.this, exp.DataType.Type.DOUBLE), expression=node.expression
+        )
     if isinstance(node, exp.IntDiv):
         return exp.Floor(this=exp.Div(this=node.this, expression=node.expression))
     if isinstance(node, exp.PercentileCont) and node.expression is not None:
@@ -103,6 +111,10 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
             expression=ordered,
         )
     return node
+
+
+def _is_double(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Cast) and node.to.is_type(exp.DataType.Type.DOUBLE)
 
 
 def _rewrite_calls(node: exp.Expression) -> exp.Expression:
