@@ -5,7 +5,8 @@
     LedgerError                      base of everything raised on purpose
     ├── ConfigurationError           a setting or URL cannot be used as given
     │   ├── ProviderConfigurationError   a provider is misdeclared or lacks a key/URL
-    │   └── BudgetConfigurationError     a budgets file is invalid (file, key, what was expected)
+    │   ├── BudgetConfigurationError     a budgets file is invalid (file, key, what was expected)
+    │   └── PriceConfigurationError      a price-override file is invalid (file, key, expected)
     ├── DatabaseError                the ledger database cannot serve a command
     │   ├── LedgerMissing            the SQLite ledger file does not exist (never created)
     │   ├── DatabaseUnreachable      connecting failed (down, wrong host, bad credentials)
@@ -15,6 +16,8 @@
     ├── TooManyRequests              our rate limiter refused a client (HTTP 429, retry_after)
     ├── AllProvidersFailed           every route of a cascade failed (HTTP 503, retry_after)
     ├── BudgetExceeded               the budget guard refused a call before sending it
+    ├── ReconcileError               a provider's billing endpoint could not be read
+    │   └── ReconcileAuthError       it refused our key (401/403): the run stops
     └── ProviderError                one LLM attempt failed (error_type, transient, http_status)
         ├── ProviderHTTPError        the provider answered with a non-2xx status
         │   ├── RateLimited          429: transient, carries retry_after

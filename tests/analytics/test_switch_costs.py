@@ -146,7 +146,8 @@ def test_switch_costs_match_pandas(
     assert list(stored.requested_model) == sorted(stored.requested_model)  # deterministic order
     assert totals.switches == sum(v[0] for v in expected.values())
     assert totals.cache_read_tokens_lost == sum(v[2] for v in expected.values())
-    assert totals.cost_usd == pytest.approx(sum(v[3] for v in expected.values()), abs=1e-8)
+    expected_total = sum(v[3] for v in expected.values())
+    assert totals.cost_usd == pytest.approx(expected_total, abs=Decimal("1e-8"))
 
 
 def test_cache_decay_matches_pandas(

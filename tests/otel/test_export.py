@@ -214,7 +214,7 @@ def test_a_failing_exporter_costs_one_warning_and_no_row(
             ledger.record(e)
         assert ledger.flush()
     assert len(rows_by_event(sqlite_url)) == 10
-    assert [r.message for r in caplog.records].count(
+    assert [r.getMessage() for r in caplog.records].count(
         f"ledger: exporter {broken!r} failed; rows are unaffected"
     ) == 1
     assert broken.closed
