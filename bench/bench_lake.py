@@ -25,15 +25,11 @@ import argparse
 import resource
 import shutil
 import statistics
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 import duckdb
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from bench_analytics import GENERATOR_SQL
 
 from ledger.analytics.local import table_ddl

@@ -53,11 +53,15 @@ from ledger.store.sink import make_sink
 BATCH = 5_000
 
 
-def make_events(n: int) -> list[UsageEvent]:
-    start = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
+def make_events(
+    n: int,
+    start: dt.datetime = dt.datetime(2026, 11, 30, tzinfo=dt.UTC),
+    step: dt.timedelta = dt.timedelta(milliseconds=37),
+) -> list[UsageEvent]:
+    """``n`` served OpenRouter attempts, ``step`` apart from ``start`` (also bench_scale's)."""
     return [
         UsageEvent(
-            started_at=start + dt.timedelta(milliseconds=37 * i),
+            started_at=start + step * i,
             requested_provider="openrouter",
             requested_model="deepseek/deepseek-chat",
             provider="openrouter",

@@ -33,11 +33,11 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from bench_ledger import make_events as ledger_events
 from psycopg import sql
 from sqlalchemy.engine import URL, make_url
 
@@ -55,30 +55,7 @@ RAW_COPY = "raw COPY into token_usage (no idempotency)"
 
 def make_events(n: int, start: dt.datetime) -> list[UsageEvent]:
     """``n`` attempts spread evenly over the 90 days from ``start``."""
-    step = dt.timedelta(days=90) / max(n, 1)
-    return [
-        UsageEvent(
-            started_at=start + step * i,
-            requested_provider="openrouter",
-            requested_model="deepseek/deepseek-chat",
-            provider="openrouter",
-            model="deepseek/deepseek-chat-v3",
-            upstream=("DeepInfra", "Novita", "Together")[i % 3],
-            generation_id=f"gen-{i:012d}-abcdefghij",
-            status="ok",
-            session_id=f"session-{i // 20}",
-            actor_id=("planner", "coder", "reviewer")[i % 3],
-            session_key=f"ledger:session-{i // 20}:agent",
-            latency_ms=812.5,
-            input_tokens=2048 + i % 100,
-            output_tokens=180,
-            cache_read_tokens=1920,
-            cost_usd=Decimal("0.0003125"),
-            cost_source="provider",
-            tags={"env": "bench"},
-        )
-        for i in range(n)
-    ]
+    return ledger_events(n, start, dt.timedelta(days=90) / max(n, 1))
 
 
 def rate(n: int, seconds: float) -> str:
