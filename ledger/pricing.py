@@ -239,15 +239,15 @@ def computed_price(
         if total is None:
             total = _library_price(snapshot, usage, model, provider_id, url, at)
     except LookupError:
-        where = (
-            f" and the base URL {api_url} names no provider" if api_url and not provider_id else ""
-        )
-        _warn_once(
-            provider,
-            model,
-            f"the price table knows no model of that name{where}; map the base URL to its "
-            "provider (ledger.httpx_client(providers={base_url: 'openai'})) if it is one",
-        )
+        reason = "the price table knows no model of that name"
+        if api_url and not provider_id:  # only then can a providers mapping help
+            reason += (
+                f" and the base URL {api_url} names no provider; map it to its provider "
+                "(ledger.httpx_client(providers={base_url: 'openai'})) if it is one"
+            )
+        else:
+            reason += " (a [[tool.ledger.prices]] override prices it)"
+        _warn_once(provider, model, reason)
         return None
     except Exception as exc:  # any failure of the price table means "unknown", never a crash
         _warn_once(provider, model, f"{type(exc).__name__}: {exc}")
