@@ -122,7 +122,7 @@ def main() -> None:
     for _ in range(args.rounds):  # interleaved: each round runs every view in both engines
         for view in VIEW_NAMES:
             query = f"SELECT * FROM {view}"
-            times[view]["duckdb"].append(timed(lambda q=query: con.execute(q).to_arrow_table()))
+            times[view]["duckdb"].append(timed(lambda q=query: con.sql(q).to_arrow_table()))
             if spark is not None:
                 times[view]["spark"].append(timed(lambda q=query: spark.sql(q).collect()))
 
