@@ -4,7 +4,7 @@ On PostgreSQL ``ledger_changes.seq`` comes from a sequence, taken before the
 writing transaction commits: a seq can become visible after higher ones (a
 late commit) or never (a rollback). The copy keeps the seqs it has not seen
 below its highest as *gaps* in ``ledger_gaps``: open intervals ``(lo, hi)``,
-each with the snapshot ``final_xmax`` after which it can hold nothing new, and
+each with the xid ``final_xmax`` after which it can hold nothing new, and
 when it was opened. Each sync reads the changes inside the open gaps (one
 index range per gap, see :mod:`ledger.analytics.source`), then:
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -147,13 +148,14 @@ def update(
     old_max: int,
     new_max: int,
     xmin: int,
-    xmax: int,
+    xid_bound: Callable[[], int],
     now: dt.datetime,
 ) -> Closed:
     """Record what a sync read (``seen``: a ``seq`` column), then close what is final.
 
     ``old_max``/``new_max``: the highest seq seen before and after this sync;
-    ``xmin``/``xmax``: the bounds of the snapshot it read in.
+    ``xmin``: the bound of the snapshot it read in; ``xid_bound()``: an xid above
+    every writer of a seq up to ``new_max``, asked only if a new gap opens.
     """
     seqs = seen.column("seq")
     above = pc.greater(seqs, old_max)
@@ -162,6 +164,7 @@ def update(
         # ledger without rollbacks): only the seqs inside old gaps matter.
         seen = pa.table({"seq": pc.filter(seqs, pc.invert(above))})
         new_max = old_max
+    xmax = xid_bound() if new_max > old_max else 0
     con.register("gaps_seen", seen.select(["seq"]))
     try:
         con.execute(_GROUPS, {"old_max": old_max, "new_max": new_max, "xmax": xmax, "now": now})

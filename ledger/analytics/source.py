@@ -129,22 +129,19 @@ class Horizon:
     """Where the ledger's change log stands in one snapshot.
 
     ``max_seq``: the highest change visible. ``xmin``: every transaction below
-    it has ended. ``xmax``: every transaction that took a seq up to ``max_seq``
-    is below it (PostgreSQL's snapshot bounds, as 64-bit xids; both 0 on
-    SQLite, whose log never has gaps). See :mod:`ledger.analytics.sync`.
+    it has ended (PostgreSQL's snapshot bound, as a 64-bit xid; 0 on SQLite,
+    whose log never has gaps). See :mod:`ledger.analytics.sync`.
     """
 
     max_seq: int
     xmin: int
-    xmax: int
 
 
 _PG_HORIZON: Final = (
     f"SELECT (SELECT coalesce(max(seq), 0) FROM {CHANGES_TABLE}), "  # noqa: S608
-    "pg_snapshot_xmin(pg_current_snapshot())::text::bigint, "
-    "pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+    "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 )
-_SQLITE_HORIZON: Final = f"SELECT coalesce(max(seq), 0), 0, 0 FROM {CHANGES_TABLE}"  # noqa: S608
+_SQLITE_HORIZON: Final = f"SELECT coalesce(max(seq), 0), 0 FROM {CHANGES_TABLE}"  # noqa: S608
 _PG_HAS_LOG: Final = f"SELECT to_regclass('{CHANGES_TABLE}') IS NOT NULL"
 _SQLITE_HAS_LOG: Final = (
     "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' "  # noqa: S608
@@ -184,8 +181,21 @@ class LedgerSnapshot:
                 current=None,
                 head=head_revision(),
             )
-        max_seq, xmin, xmax = self._one_row(_PG_HORIZON if pg else _SQLITE_HORIZON)
-        return Horizon(int(max_seq), int(xmin), int(xmax))
+        max_seq, xmin = self._one_row(_PG_HORIZON if pg else _SQLITE_HORIZON)
+        return Horizon(int(max_seq), int(xmin))
+
+    def xid_bound(self) -> int:
+        """An xid above every transaction that had taken a seq when this snapshot began.
+
+        Not the snapshot's ``xmax``: that is the latest *completed* xid + 1, and a
+        running transaction can hold a higher xid with a seq below the visible
+        head (it took its xid after another's, its seq before). A new xid, given
+        to this read transaction after its snapshot, is above every xid handed
+        out before it. It costs one xid, so it is asked only when a gap opens.
+        """
+        if self._backend != "postgresql":
+            return 0
+        return int(self._one_row("SELECT pg_current_xact_id()::text::bigint")[0])
 
     def row_count(self) -> int:
         return int(self._one_row(f"SELECT count(*) FROM {TABLE_NAME}")[0])  # noqa: S608

@@ -23,11 +23,14 @@ Why the gaps close exactly. On PostgreSQL ``seq`` comes from a sequence, taken
 before commit: a seq can turn visible after higher ones (a late commit) or
 never (a rollback). Every seq at or below the highest one a snapshot sees was
 taken before that snapshot, by a transaction that already had its xid (the
-trigger runs after the row is written), so by a transaction below the
-snapshot's ``xmax``. Each gap remembers that ``xmax`` (``final_xmax``); once a
-later snapshot's ``xmin`` reaches it, every such transaction has ended, that
-sync reads the gap one last time and closes it. With no transaction in flight
-(``xmin == xmax``) a gap closes in the sync that found it. Gaps open longer
+trigger runs after the row is written). When a sync opens a gap it asks for a
+new xid after its snapshot (:meth:`~ledger.analytics.source.LedgerSnapshot.xid_bound`),
+so every such transaction is below it; the gap remembers it (``final_xmax``).
+Once a later snapshot's ``xmin`` reaches it, every such transaction has ended,
+that sync reads the gap one last time and closes it. (The snapshot's own
+``xmax`` is no such bound: it is the latest *completed* xid + 1, and a writer
+that took its xid after another's but its seq before can be running above it;
+trusting it lost a committed batch under load.) Gaps open longer
 than :data:`~ledger.analytics.gaps.GAP_MAX_AGE` (a transaction open for a day,
 or an unrelated one holding ``xmin`` back) are closed anyway and counted;
 ``ledger sync --verify`` then tells whether the copy still matches. SQLite has
@@ -189,6 +192,7 @@ class _Counts:
 
 def _write_marks(
     con: duckdb.DuckDBPyConnection,
+    snap: LedgerSnapshot,
     name: str,
     cursor: Cursor | None,
     horizon: Horizon,
@@ -203,7 +207,7 @@ def _write_marks(
         old_max=old_max,
         new_max=max(old_max, horizon.max_seq),
         xmin=horizon.xmin,
-        xmax=horizon.xmax,
+        xid_bound=snap.xid_bound,
         now=dt.datetime.now(dt.UTC),
     )
     con.execute("DELETE FROM ledger_cursor")
@@ -296,6 +300,7 @@ def _apply_in_one_transaction(
             _drop_temps(con)
         counts.closed = _write_marks(
             con,
+            snap,
             cursor.source,
             cursor,
             horizon,
@@ -375,7 +380,7 @@ def _apply_in_steps(
     def finish() -> None:
         before = (0, 0) if cursor is None else (cursor.gaps_closed, cursor.gaps_expired)
         counts.closed = _write_marks(
-            con, name, None if changes is None else cursor, horizon, seen, before
+            con, snap, name, None if changes is None else cursor, horizon, seen, before
         )
         if changes is not None:  # rows held before and still there were updated
             counts.updated = _one(
