@@ -13,5 +13,5 @@ SQL. The helpers beside them:
 * :mod:`dashboards.charts`: UTC time axes, money as floats, upstream labels;
 * :mod:`dashboards.verdicts`: the verdict strip (landing and upstreams pages);
 * :mod:`dashboards.filters`: the shared sidebar filters;
-* :mod:`dashboards.state`: what the page says when there is nothing to show.
+* :mod:`dashboards.notices`: what the page says when there is nothing to show.
 """

@@ -37,7 +37,7 @@ def _import_as_dashboards() -> None:
 
 _import_as_dashboards()
 
-from dashboards import data, filters, state  # noqa: E402
+from dashboards import data, filters, notices  # noqa: E402
 from ledger.errors import LedgerError  # noqa: E402
 
 log = logging.getLogger("ledger.dashboard")
@@ -58,20 +58,20 @@ def main() -> None:
     try:
         options = data.options()
     except LedgerError as exc:
-        state.show_problem(exc)
+        notices.show_problem(exc)
         return
     if options.rows == 0:
-        state.show_empty(data.where())
+        notices.show_empty(data.where())
         return
     filters.sidebar(options)
     st.sidebar.caption(f"Ledger: `{data.where()}` · {options.rows:,} rows")
     try:
         page.run()
     except LedgerError as exc:
-        state.show_problem(exc)
+        notices.show_problem(exc)
     except Exception as exc:  # a bug of ours: a message on the page, the traceback in the log
         log.exception("dashboard page %s failed", page.title)
-        state.show_unexpected(exc)
+        notices.show_unexpected(exc)
 
 
 main()

@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboards import charts, data, filters, fmt, state, summary
+from dashboards import charts, data, filters, fmt, notices, summary
 from ledger.analytics import Filters
 
 KEY_COLORS = alt.Color(
@@ -100,7 +100,7 @@ def main() -> None:
     chosen = filters.current()
     by_agent = data.load("cache_hits_by_agent", chosen)
     if by_agent.empty:
-        state.show_no_match()
+        notices.show_no_match()
         return
     detail = data.load("cache_hits", chosen)
     headline(by_agent)

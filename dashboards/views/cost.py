@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboards import charts, data, filters, fmt, state, summary
+from dashboards import charts, data, filters, fmt, notices, summary
 from ledger.analytics import Filters
 
 
@@ -111,7 +111,7 @@ def main() -> None:
     chosen = filters.current()
     attribution = data.load("cost_attribution", chosen)
     if attribution.empty:
-        state.show_no_match()
+        notices.show_no_match()
         return
     fallbacks = data.load("fallback_cost", chosen)
     failed = data.load("failed_attempts", chosen)

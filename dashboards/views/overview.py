@@ -15,7 +15,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboards import charts, data, filters, fmt, state, summary, verdicts
+from dashboards import charts, data, filters, fmt, notices, summary, verdicts
 from dashboards.summary import bucket_for, ratio
 from ledger.analytics import Filters, Saving
 
@@ -221,7 +221,7 @@ def main() -> None:
     chosen = filters.current()
     totals = data.load("overview_totals", chosen)
     if totals["calls"] == 0:
-        state.show_no_match()
+        notices.show_no_match()
         return
     verdicts.strip(data.load("provider_order_verdict", chosen))
     the_question(chosen)

@@ -8,7 +8,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboards import charts, data, filters, fmt, state, summary
+from dashboards import charts, data, filters, fmt, notices, summary
 from ledger.analytics import Filters
 
 AGENT_COLUMNS = [
@@ -171,7 +171,7 @@ def main() -> None:
     chosen = filters.current()
     frame = data.load("agent_stickiness", chosen)
     if frame.empty:
-        state.show_no_match()
+        notices.show_no_match()
         return
     headline(frame)
     per_agent(frame)

@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboards import charts, data, filters, fmt, state
+from dashboards import charts, data, filters, fmt, notices
 from dashboards import verdicts as verdict_strip
 
 SCORECARD_COLUMNS = [
@@ -127,7 +127,7 @@ def main() -> None:
     chosen = filters.current()
     scorecard = data.load("upstream_scorecard", chosen)
     if scorecard.empty:
-        state.show_no_match()
+        notices.show_no_match()
         return
     verdicts = data.load("provider_order_verdict", chosen)
     models = sorted(scorecard["requested_model"].unique())

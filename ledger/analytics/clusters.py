@@ -4,9 +4,9 @@ Attempts within one session are correlated (one conversation, one prompt, one
 pin), so an error rate or a p95 measured over attempts is less certain than
 the attempt count suggests. ``provider_order_verdict`` therefore widens its
 intervals by a *design effect* estimated from how the attempts cluster by
-session (see ``views/upstream_clusters.sql``). That needs, per session and
+session (see ``sql/upstream_clusters.sql``). That needs, per session and
 upstream identity, a few sums that merge by addition, kept here in
-``state_clusters`` beside the other state tables (:mod:`ledger.analytics.state`
+``state_clusters`` beside the other state tables (:mod:`ledger.analytics.aggregates`
 folds new rows in and rebuilds it with them):
 
 one row per (requested_model, upstream identity, session_id, actor_id)

@@ -5,7 +5,7 @@ UTC, DECIMAL(20,10), BOOLEAN, JSON: the same for a SQLite or a PostgreSQL
 ledger), the ``ledger_settings`` table and ``ledger_setting()`` macro the views
 read, the sync's bookkeeping (``ledger_sync``, ``ledger_cursor`` and
 ``ledger_gaps``: :mod:`ledger.analytics.sync`), the state tables sync keeps for the
-views (:mod:`ledger.analytics.state`), and the views themselves.
+views (:mod:`ledger.analytics.aggregates`), and the views themselves.
 
 DuckDB lets one process open a file for writing, and while it does no other
 process can open it at all, not even read-only. A second process that finds it
@@ -26,7 +26,7 @@ from typing import Any, Final
 import duckdb
 from sqlalchemy import BigInteger, SmallInteger
 
-from ledger.analytics import prices, state
+from ledger.analytics import aggregates, prices
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.analytics.source import column_kind
 from ledger.errors import DatabaseError
@@ -168,7 +168,7 @@ def _reshape_copy(con: duckdb.DuckDBPyConnection) -> None:
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     for ddl in SUPPORT_DDL:
         con.execute(ddl)
-    state.ensure_tables(con)
+    aggregates.ensure_tables(con)
     _reshape_copy(con)
     con.execute(table_ddl())
     prices.ensure_table(con)

@@ -33,13 +33,13 @@ class AnalyticsSettings:
     ``idle_window_s``: a gap longer than this between two served attempts of a
     session releases the pin (OpenRouter's sticky pin expires after 10 min).
 
-    The ``provider_order_verdict`` knobs (see ``views/provider_order_verdict.sql``):
+    The ``provider_order_verdict`` knobs (see ``sql/provider_order_verdict.sql``):
 
     ``min_samples``: attempts an upstream needs (and served attempts with a
     latency) before it is judged; below it the verdict is ``insufficient_data``.
     ``confidence_z``: the normal quantile of the intervals (1.96 = 95 % two-sided)
     used by the Wilson error-rate intervals and the order-statistic p95 intervals
-    (both computed with the session design effect of ``views/upstream_clusters.sql``).
+    (both computed with the session design effect of ``sql/upstream_clusters.sql``).
     ``error_rate_margin``: absolute error-rate excess (0.02 = 2 points) the pinned
     upstream's lower bound must show over the best alternative's upper bound.
     ``latency_margin``: relative p95 excess (0.25 = 25 %) between the same bounds.

@@ -39,7 +39,7 @@ its log has no gaps.
 
 Cost. With nothing new a sync is one snapshot, one ``max(seq)`` and one
 index probe per open gap. The changed rows are read by primary key; the state
-tables (:mod:`ledger.analytics.state`) fold them in the same DuckDB
+tables (:mod:`ledger.analytics.aggregates`) fold them in the same DuckDB
 transaction as the rows, so an interrupted sync leaves the file as it was.
 A bulk sync (the first, a rebuild, a backlog of a quarter of the copy or more)
 commits in steps to bound memory (:func:`_apply_in_steps`): the cursor is
@@ -63,8 +63,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.analytics import gaps
-from ledger.analytics import state as aggregates
+from ledger.analytics import aggregates, gaps
 from ledger.analytics.local import insert_sql
 from ledger.analytics.source import Horizon, LedgerSnapshot, LedgerSource
 from ledger.schema import TABLE_NAME

@@ -1,10 +1,10 @@
 """The views of contract §2: their SQL files, their order, and filtered reads.
 
-Each view is one ``views/<name>.sql`` file holding a documented
+Each view is one ``sql/<name>.sql`` file holding a documented
 ``CREATE OR REPLACE VIEW <name> AS …`` over ``token_usage``: the definition.
-Views that would read millions of rows also have ``views/stored/<name>.sql``:
+Views that would read millions of rows also have ``sql/stored/<name>.sql``:
 the same rows and columns read from the aggregates sync keeps
-(:mod:`ledger.analytics.state`). :func:`install` (re)creates them all in the
+(:mod:`ledger.analytics.aggregates`). :func:`install` (re)creates them all in the
 DuckDB file, in dependency order, the stored variant where there is one, so
 any DuckDB client sees them and they answer in well under a second.
 
@@ -152,10 +152,10 @@ class Filters:
 
 @cache
 def view_sql(name: str) -> str:
-    """The full text of ``views/<name>.sql``."""
+    """The full text of ``sql/<name>.sql``."""
     if name not in VIEW_DEPENDENCIES:
         raise KeyError(f"unknown view {name!r}; the views are {', '.join(VIEW_NAMES)}")
-    return resources.files("ledger.analytics").joinpath("views", f"{name}.sql").read_text("utf-8")
+    return resources.files("ledger.analytics").joinpath("sql", f"{name}.sql").read_text("utf-8")
 
 
 def view_body(name: str) -> str:
@@ -163,15 +163,15 @@ def view_body(name: str) -> str:
     text = "\n".join(line for line in view_sql(name).splitlines() if not line.startswith("--"))
     match = _CREATE.search(text)
     if match is None or match.group(1) != name:
-        raise ValueError(f"views/{name}.sql must hold one CREATE OR REPLACE VIEW {name} AS …")
+        raise ValueError(f"sql/{name}.sql must hold one CREATE OR REPLACE VIEW {name} AS …")
     return match.group(2)
 
 
 @cache
 def stored_view_sql(name: str) -> str:
-    """``views/stored/<name>.sql`` when the view has a stored variant, else its definition."""
+    """``sql/stored/<name>.sql`` when the view has a stored variant, else its definition."""
     view_sql(name)  # the KeyError for unknown names
-    stored = resources.files("ledger.analytics").joinpath("views", "stored", f"{name}.sql")
+    stored = resources.files("ledger.analytics").joinpath("sql", "stored", f"{name}.sql")
     return stored.read_text("utf-8") if stored.is_file() else view_sql(name)
 
 
@@ -198,7 +198,7 @@ def _closure(name: str) -> list[str]:
 def filtered_query(name: str, select: str | None = None) -> str:
     """A query over view ``name`` computed from the rows :class:`Filters` parameters select.
 
-    It uses the definitions (``views/<name>.sql``), never the state tables,
+    It uses the definitions (``sql/<name>.sql``), never the state tables,
     which hold aggregates over every row.
 
     ``select`` (default ``SELECT * FROM <name>``) is the statement run over it.

@@ -52,7 +52,7 @@ from ledger.errors import (
 )
 from ledger.events import UsageEvent, new_id
 from ledger.instrument.context import Context
-from ledger.instrument.recognise import Endpoint, Recogniser, Route, refine
+from ledger.instrument.recognise import Endpoint, Recognised, Recogniser, refine
 from ledger.price_overrides import NO_OVERRIDES, PriceBook, load_prices
 from ledger.providers import Provider, make_provider, wire
 from ledger.providers.base import ChatRequest, Parsed, StreamParser
@@ -174,12 +174,14 @@ class Meter:
 
     # -- one attempt ------------------------------------------------------------------------
 
-    def route(self, method: str, url: str, host: str, path: str, anthropic: bool) -> Route | None:
+    def route(
+        self, method: str, url: str, host: str, path: str, anthropic: bool
+    ) -> Recognised | None:
         return self.recogniser.route(method, url, host, path, anthropic)
 
     def begin(
         self,
-        route: Route,
+        route: Recognised,
         url: str,
         body: bytes,
         retry_count: str | None,

@@ -49,7 +49,7 @@ _OPENROUTER_FIELDS: Final = ("provider", "models", "transforms", "plugins", "ses
 
 
 @dataclass(frozen=True, slots=True)
-class Route:
+class Recognised:
     """A recognised call: the provider (a :data:`~ledger.providers.PROVIDERS` name), the
     base URL its provider instance is built with, and the endpoint's wire format.
 
@@ -100,7 +100,9 @@ class Recogniser:
         # Longest prefix first, so a specific mapping beats a general one.
         self._prefixes = sorted(prefixes.items(), key=lambda item: -len(item[0]))
 
-    def route(self, method: str, url: str, host: str, path: str, anthropic: bool) -> Route | None:
+    def route(
+        self, method: str, url: str, host: str, path: str, anthropic: bool
+    ) -> Recognised | None:
         """The route of a request, or None when it is not an LLM call we meter.
 
         ``url`` is the full URL, ``host`` and ``path`` its parts; ``anthropic``
@@ -116,7 +118,7 @@ class Recogniser:
         # The anthropic-version header names the wire format even under a URL mapped
         # to another provider (one loopback or gateway serving both).
         if path.endswith(_MESSAGES) and (anthropic or self._named(url, host) == "anthropic"):
-            return Route("anthropic", _base(url, path, _MESSAGES), "messages")
+            return Recognised("anthropic", _base(url, path, _MESSAGES), "messages")
         return None
 
     def _named(self, url: str, host: str) -> str | None:
@@ -127,7 +129,7 @@ class Recogniser:
             return "azure_openai"
         return _HOSTS.get(host)
 
-    def _chat(self, url: str, host: str, path: str) -> Route | None:
+    def _chat(self, url: str, host: str, path: str) -> Recognised | None:
         named = self._named(url, host)
         if named == "anthropic":
             return None  # Anthropic's OpenAI-compatible layer: not a format we parse as Anthropic
@@ -136,33 +138,35 @@ class Recogniser:
             if marker < 0:
                 return None
             deployment = path[marker + len("/openai/deployments/") :].split("/", 1)[0]
-            return Route("azure_openai", _base(url, path, path[marker:]), "chat", False, deployment)
+            return Recognised(
+                "azure_openai", _base(url, path, path[marker:]), "chat", False, deployment
+            )
         base = _base(url, path, _CHAT)
         if named is not None:
-            return Route(named, base, "chat")
+            return Recognised(named, base, "chat")
         if "/api/v1/" in path + "/":
-            return Route("openrouter", base, "chat", inferred=True)
-        return Route("openai_compatible", base, "chat", inferred=True)
+            return Recognised("openrouter", base, "chat", inferred=True)
+        return Recognised("openai_compatible", base, "chat", inferred=True)
 
-    def _responses(self, url: str, host: str, path: str) -> Route | None:
+    def _responses(self, url: str, host: str, path: str) -> Recognised | None:
         named = self._named(url, host)
         if named in _NOT_OPENAI_FAMILY:
             return None
         base = _base(url, path, _RESPONSES)
         if named is not None:
-            return Route(named, base, "responses")
+            return Recognised(named, base, "responses")
         if not path.endswith(_V1_RESPONSES):
             return None  # an unknown host's "/responses" may be anything
         if "/api/v1/" in path + "/":
-            return Route("openrouter", base, "responses", inferred=True)
-        return Route("openai_compatible", base, "responses", inferred=True)
+            return Recognised("openrouter", base, "responses", inferred=True)
+        return Recognised("openai_compatible", base, "responses", inferred=True)
 
 
-def refine(route: Route, body: Mapping[str, Any]) -> Route:
+def refine(route: Recognised, body: Mapping[str, Any]) -> Recognised:
     """An inferred OpenAI-compatible route whose body uses OpenRouter-only fields is OpenRouter."""
     guessed = route.inferred and route.provider == "openai_compatible"
     if guessed and any(key in body for key in _OPENROUTER_FIELDS):
-        return Route("openrouter", route.base_url, route.endpoint, inferred=True)
+        return Recognised("openrouter", route.base_url, route.endpoint, inferred=True)
     return route
 
 

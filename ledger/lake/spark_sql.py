@@ -1,6 +1,6 @@
 """The analytics views' DuckDB SQL, rewritten for Spark SQL: one definition, two engines.
 
-Each view is written once, in ``ledger/analytics/views/<name>.sql`` (DuckDB's
+Each view is written once, in ``ledger/analytics/sql/<name>.sql`` (DuckDB's
 dialect). :func:`to_spark` turns a view body into Spark SQL with `sqlglot`_,
 plus the few rewrites sqlglot does not make itself, each of which keeps the
 DuckDB meaning exactly:

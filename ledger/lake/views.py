@@ -1,7 +1,7 @@
 """The view definitions a lake engine runs: every analytics view, in dependency order.
 
 The lake engines (DuckDB over Parquet, Spark) compute the views from rows, with
-the definitions in ``ledger/analytics/views/*.sql`` — the same text the
+the definitions in ``ledger/analytics/sql/*.sql`` — the same text the
 analytics file installs — and the thresholds of :class:`AnalyticsSettings`
 inlined (:func:`inline_settings`).
 """

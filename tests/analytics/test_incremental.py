@@ -20,7 +20,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from ledger.analytics import VIEW_NAMES, Analytics, AnalyticsSettings, state
+from ledger.analytics import VIEW_NAMES, Analytics, AnalyticsSettings, aggregates
 from ledger.analytics.views import Filters, filtered_query
 from tests.analytics.builders import edit_copy, failed, insert_rows, response_cache_row, served
 
@@ -231,7 +231,7 @@ def test_a_rebuild_in_small_chunks_equals_one_in_a_single_chunk(
     insert_rows(ledger_url, random_rows(random.Random(4), 150, 0))
     with _open(ledger_url, tmp_path / "whole.duckdb") as whole:
         once = {v: whole.sql(f'SELECT * FROM "{v}"') for v in VIEW_NAMES}
-    monkeypatch.setattr(state, "REBUILD_CHUNK_ROWS", 7)  # about 23 chunks
+    monkeypatch.setattr(aggregates, "REBUILD_CHUNK_ROWS", 7)  # about 23 chunks
     with _open(ledger_url, tmp_path / "chunks.duckdb") as chunked:
         assert_views_match_rows(chunked)
         for view in VIEW_NAMES:

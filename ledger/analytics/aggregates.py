@@ -1,9 +1,9 @@
 """Aggregates kept beside ``token_usage`` so the views read thousands of rows, not millions.
 
-The views of contract §2 are defined over rows (``views/<name>.sql``), but
+The views of contract §2 are defined over rows (``sql/<name>.sql``), but
 recomputing them from ten million rows takes seconds each. Sync therefore keeps
 *state tables* that hold everything the views need in mergeable form, and the
-views stored in the file (``views/stored/<name>.sql``) read those instead:
+views stored in the file (``sql/stored/<name>.sql``) read those instead:
 
 ``state_calls``
     one row per call: the ``calls`` columns as mergeable aggregates (min, max,
@@ -56,7 +56,7 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics import clusters, gaps, session_state
+from ledger.analytics import clusters, gaps, session_aggregates
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
@@ -300,7 +300,7 @@ def _fold(
     _fold_calls(con, src, fresh=fresh)
     _fold_rollup(con, src, fresh=fresh)
     _fold_latency(con, src)
-    session_state.fold(con, src, upto=upto)
+    session_aggregates.fold(con, src, upto=upto)
     clusters.fold(con, src, fresh=fresh)
 
 
@@ -443,7 +443,7 @@ def _refold(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("INSERT INTO state_rollup SELECT * FROM state_merged_rollup")
     con.execute("DELETE FROM state_latency WHERE id IN (SELECT id FROM state_removed_rows)")
     _fold_latency(con, "state_new_rows")
-    session_state.fold(con, "state_touched_rows", rederive=True)
+    session_aggregates.fold(con, "state_touched_rows", rederive=True)
     # The session clusters are sums too, but keyed wider than a row: recomputed
     # from the rows (one aggregate) when rows were replaced or removed.
     con.execute(f"DELETE FROM {clusters.TABLE}")

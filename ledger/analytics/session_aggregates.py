@@ -1,6 +1,6 @@
 """The session and transition state: how new rows extend the sessions sync keeps.
 
-Part of the state tables of :mod:`ledger.analytics.state` (``state_sessions``
+Part of the state tables of :mod:`ledger.analytics.aggregates` (``state_sessions``
 and ``state_transitions``; see there). :func:`fold` merges a relation of new
 rows into them: each touched session's last known served attempt seeds its
 sequence, so the first new attempt pairs with it; a session a new served

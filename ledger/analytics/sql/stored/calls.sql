@@ -1,6 +1,6 @@
 -- calls, as stored in the analytics file: the same rows and columns as
 -- views/calls.sql (which defines them over token_usage), read from the per-call
--- aggregates that sync keeps in state_calls (see ledger/analytics/state.py).
+-- aggregates that sync keeps in state_calls (see ledger/analytics/aggregates.py).
 CREATE OR REPLACE VIEW calls AS
 SELECT
     call_id,
