@@ -389,22 +389,24 @@ def test_a_late_commit_whose_xid_is_above_the_snapshot_xmax_is_awaited(
     # to hand out: a transaction that took its xid after another's, then its seq
     # before that other's, is above xmax while its seq lies below the visible head.
     commit_now(engine, [served(0, "A", **S)])
-    with Analytics(pg_url, path=tmp_path / "a.duckdb") as analytics:
+    with (
+        Analytics(pg_url, path=tmp_path / "a.duckdb") as analytics,
+        engine.connect() as early,
+        engine.connect() as late,
+    ):
         analytics.refresh()
-        early = engine.connect()
         early.begin()
         early.execute(text("SELECT pg_current_xact_id()"))  # its xid first, its seq last
-        late = engine.connect()
         late.begin()
-        put(late, [served(1, "B", **S)])  # a higher xid, a lower seq
+        (late_id,) = put(late, [served(1, "B", **S)])  # a higher xid, a lower seq
         put(early, [served(2, "A", **S)])
         early.commit()
-        early.close()
         first = analytics.refresh()
-        assert (first.rows_added, first.gaps_open) == (1, 1)
-        assert analytics.refresh().gaps_open == 1  # still awaited: its writer is running
+        # (other databases' transactions on the server may hold more gaps open)
+        assert first.rows_added == 1 and first.gaps_open >= 1
+        assert analytics.refresh().gaps_open >= 1  # still awaited: its writer is running
         late.commit()
-        late.close()
         assert analytics.refresh().rows_added == 1
+        assert late_id in set(analytics.sql("SELECT id FROM token_usage").id)
         assert_gaps_close(analytics)
         assert_exact(analytics, engine, tmp_path)

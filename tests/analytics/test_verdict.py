@@ -90,6 +90,12 @@ def scenario_ledger() -> list[dict[str, Any]]:
         # cheap-slow: DeepInfra (40 % of sessions) is 1.4 s vs 1.0 s but $0.20 vs $1 per Mtok
         *sessions("cheap-slow", "DeepInfra", 20, served_per=5, latency_ms=1400.0, values=CHEAP),
         *sessions("cheap-slow", "Together", 30, served_per=5),
+        # unpinned-pricey: Parasail (10 of 50 sessions) errs 20/70; Together holds the other
+        # 40 at $1/Mtok; Novita served 100 loose calls at $5/Mtok and holds no session
+        *sessions("unpinned-pricey", "Parasail", 10, served_per=5, failed_per=2),
+        *sessions("unpinned-pricey", "Together", 40, served_per=5),
+        *[served(200 + i, "Novita", requested_model="unpinned-pricey", latency_ms=1000.0,
+                 input_tokens=1000, cost_usd=Decimal("0.005")) for i in range(100)],
         # direct: OpenAI with an Anthropic fallback, not routed by OpenRouter; it spans the day
         *[served(minute, None, **direct, **ROW) for minute in (0.0, 720.0, DAY_MIN)],
         served(10, None, **{**direct, "provider": "anthropic"}, **ROW),
@@ -172,6 +178,17 @@ def test_a_direct_provider_model_does_not_apply(verdicts: pd.DataFrame) -> None:
         "direct is not routed by OpenRouter (its attempts went to anthropic, openai), "
         "so provider routing (order, ignore, sort) does not apply."
     )
+
+
+def test_sessions_move_only_to_upstreams_that_hold_pinned_sessions(
+    verdicts: pd.DataFrame,
+) -> None:
+    row = verdicts.loc["unpinned-pricey"]
+    # Parasail's sessions go where sticky routing puts sessions: to Together ($1/Mtok,
+    # as Parasail), not to Novita, which holds none whatever its loose calls
+    assert row.verdict == "warranted" and bool(row.affordable)
+    assert row.cost_change_share <= 0  # counting Novita's $5/Mtok made it +200%
+    assert json.loads(row.recommendation) == {"ignore": ["parasail"]}
 
 
 def test_a_cheap_slightly_slower_upstream_is_kept_and_the_trade_off_stated(

@@ -269,27 +269,33 @@ worse_set AS (
     WHERE worse
     GROUP BY requested_model
 ),
-kept AS (
+-- the upstreams the worse ones' sessions would move to; sticky routing spreads new
+-- sessions like the pinned ones, so each weighs by its pinned sessions (an upstream
+-- holding none takes none), by attempts only when no kept upstream holds any
+kept_rows AS (
     SELECT
-        s.requested_model,
-        first(s.upstream ORDER BY s.quality_rank) FILTER (WHERE s.enough) AS good_upstream,
-        list(s.slug ORDER BY s.quality_rank) FILTER (WHERE s.enough) AS good_slugs,
-        string_agg(CASE WHEN NOT s.slug_known AND s.enough THEN s.upstream END, ', ')
-            AS good_derived,
-        -- the others' mix, weighted by their pinned sessions (by attempts if none)
-        sum(s.error_rate * coalesce(nullif(s.sessions_pinned, 0), s.attempts))
-            / sum(coalesce(nullif(s.sessions_pinned, 0), s.attempts)) AS mix_error_rate,
-        sum(s.cost_per_mtok * coalesce(nullif(s.sessions_pinned, 0), s.attempts))
-                FILTER (WHERE s.cost_per_mtok IS NOT NULL)
-            / sum(coalesce(nullif(s.sessions_pinned, 0), s.attempts))
-                FILTER (WHERE s.cost_per_mtok IS NOT NULL) AS mix_cost_per_mtok,
-        bool_or(s.cost_per_mtok IS NULL) AS mix_unpriced,
-        sum(s.hit_rate * coalesce(nullif(s.sessions_pinned, 0), s.attempts))
-            / sum(coalesce(nullif(s.sessions_pinned, 0), s.attempts)) AS mix_hit_rate
+        s.*,
+        CASE WHEN sum(s.sessions_pinned) OVER (PARTITION BY s.requested_model) > 0
+            THEN s.sessions_pinned ELSE s.attempts END AS weight
     FROM scored AS s
     LEFT JOIN worse_set AS w USING (requested_model)
     WHERE NOT coalesce(list_contains(w.worse_list, s.upstream), false)
-    GROUP BY s.requested_model
+),
+kept AS (
+    SELECT
+        requested_model,
+        first(upstream ORDER BY quality_rank) FILTER (WHERE enough) AS good_upstream,
+        list(slug ORDER BY quality_rank) FILTER (WHERE enough) AS good_slugs,
+        string_agg(CASE WHEN NOT slug_known AND enough THEN upstream END, ', ')
+            AS good_derived,
+        sum(error_rate * weight) / nullif(sum(weight), 0) AS mix_error_rate,
+        sum(cost_per_mtok * weight) FILTER (WHERE cost_per_mtok IS NOT NULL)
+            / nullif(sum(weight) FILTER (WHERE cost_per_mtok IS NOT NULL), 0)
+            AS mix_cost_per_mtok,
+        bool_or(cost_per_mtok IS NULL AND weight > 0) AS mix_unpriced,
+        sum(hit_rate * weight) / nullif(sum(weight), 0) AS mix_hit_rate
+    FROM kept_rows
+    GROUP BY requested_model
 ),
 model_totals AS (
     SELECT
