@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -31,33 +30,11 @@ from sqlalchemy.engine import Engine
 
 from ledger.errors import ReconcileAuthError, ReconcileError
 from ledger.reconcile.generation import BadGeneration, Generation, parse_generation
+from ledger.reconcile.retry import DEFAULT_RETRY, Retry, retry_after
 from ledger.schema import token_usage
 
 DEFAULT_BASE_URL: Final = "https://openrouter.ai/api/v1"
 _t = token_usage.c
-
-
-@dataclass(frozen=True, slots=True)
-class Retry:
-    """How hard one generation is asked for before the run moves on."""
-
-    attempts: int = 5
-    base_s: float = 0.5
-    max_s: float = 30.0
-
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.max_s)
-        backoff: float = min(self.max_s, self.base_s * 2**attempt)
-        return backoff * random.uniform(0.5, 1.0)  # jitter: concurrent retries spread out
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
 
 
 class GenerationClient:
@@ -69,7 +46,7 @@ class GenerationClient:
         *,
         api_key: str,
         base_url: str = DEFAULT_BASE_URL,
-        retry: Retry = Retry(),
+        retry: Retry = DEFAULT_RETRY,
     ) -> None:
         self._http = http
         self._url = base_url.rstrip("/") + "/generation"
@@ -102,7 +79,7 @@ class GenerationClient:
                 )
             if status == 429 or status >= 500:
                 problem = f"HTTP {status}"
-                await asyncio.sleep(self.retry.delay(attempt, _retry_after(response)))
+                await asyncio.sleep(self.retry.delay(attempt, retry_after(response)))
                 continue
             raise ReconcileError(f"generation {generation_id}: unexpected HTTP {status}")
         raise ReconcileError(
