@@ -94,7 +94,8 @@ def test_openai_line_item_names_the_model_and_unknown_fields_are_kept_out() -> N
         (b'{"error": {"message": "x"}}', "no 'data' list"),
         (b'{"data": [{"start_time": 1, "results": [{"amount": {"value": "lots"}}]}]}', "amount"),
         (
-            b'{"data": [{"start_time": 1, "results": [{"amount": {"value": 1, "currency": "eur"}}]}]}',
+            b'{"data": [{"start_time": 1, "results": '
+            b'[{"amount": {"value": 1, "currency": "eur"}}]}]}',
             "only USD",
         ),
         (b'{"data": [{"start_time": "monday", "results": []}]}', "Unix seconds"),
