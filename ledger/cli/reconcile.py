@@ -167,12 +167,14 @@ def _admin_key(source: ReportSource) -> str:
 
 def _print_drift(report: DriftReport) -> None:
     out = Console(highlight=False)
-    frame = pd.DataFrame([line.as_dict() for line in report.lines], columns=_DRIFT_COLUMNS)
-    for column in ("ledger_usd", "billed_usd", "drift_usd"):
-        frame[column] = [Decimal(v) for v in frame[column]]
-    frame["drift_pct"] = [None if v is None else f"{v:+.1f}%" for v in frame["drift_pct"]]
-    frame["billed_requests"] = frame["billed_requests"].astype("object")
-    frame["billed_input_tokens"] = frame["billed_input_tokens"].astype("object")
+    records = [line.as_dict() for line in report.lines]
+    for record in records:
+        for column in ("ledger_usd", "billed_usd", "drift_usd"):
+            record[column] = Decimal(record[column])
+        pct = record["drift_pct"]
+        record["drift_pct"] = None if pct is None else f"{pct:+.1f}%"
+    # object columns: an unknown count stays "–", never a float NaN
+    frame = pd.DataFrame(records, columns=_DRIFT_COLUMNS, dtype=object)
     title = f"{report.provider}: ledger vs bill per day and model"
     print_frame(out, title, frame, _DRIFT_COLUMNS, headers=_DRIFT_HEADERS, group_by=("day",))
     drift = report.billed_usd - report.ledger_usd
