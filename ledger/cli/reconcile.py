@@ -218,6 +218,8 @@ def _report_command(
             )
     except ReconcileError as exc:
         _fail(str(exc))
+    except httpx.InvalidURL as exc:
+        _fail(f"{source.base_env} or the default base URL is unusable: {exc}")
     except SQLAlchemyError as exc:
         _fail(f"{display_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
     finally:

@@ -127,6 +127,8 @@ def _get(
     for attempt in range(retry.attempts):
         try:
             response = http.get(url, params=tuple(params), headers=headers)
+        except httpx.UnsupportedProtocol as exc:  # a bad base URL: retrying cannot help
+            raise ReconcileError(f"{label} {url}: {exc}") from None
         except httpx.TransportError as exc:  # timeouts included
             problem = type(exc).__name__
             time.sleep(retry.delay(attempt, None))
