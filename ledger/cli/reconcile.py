@@ -186,6 +186,14 @@ def _print_drift(report: DriftReport) -> None:
             f"{report.tolerance.pct}% (floor ${report.tolerance.min_usd})"
         )
     )
+    unpriced = sum(line.unpriced_rows for line in report.lines)
+    if unpriced:
+        out.print(
+            Text(
+                f"{unpriced:,} ledger row(s) of unknown cost are counted in rows but not in "
+                "ledger $: their days show more drift than the ledger's prices explain."
+            )
+        )
     out.print(Text(_AGGREGATE_NOTE, style="dim"))
 
 

@@ -164,9 +164,12 @@ def test_the_table_escapes_ledger_strings_and_names_spend_not_billed(
             cost_source="computed",
         )
     )
+    rows.append({**rows[0], "event_id": "e-unpriced", "call_id": "c-unpriced", "cost_usd": None,
+                 "input_tokens": 0, "output_tokens": 0})  # fmt: skip
     insert_rows(sqlite_env, rows)
     result = run("openai")
     assert result.exit_code == 1
+    assert "1 ledger row(s) of unknown cost" in result.stdout
     assert "\x1b" not in result.stdout and "\\x1b[2j" in result.stdout  # model keys are lower case
     assert "not billed" in result.stdout and "cannot fill" in result.stdout
 
