@@ -98,6 +98,7 @@ LOADERS: Final[dict[str, Callable[..., Any]]] = {
             "cost_by_agent",
             "fallback_cost",
             "failed_attempts",
+            "estimated_vs_billed",
             "cache_decay_by_key",
             "top_sessions",
             "session_attempts",

@@ -1,6 +1,10 @@
-"""Cost: requested vs responding provider, by agent and model; what the fallbacks cost."""
+"""Cost: requested vs responding provider, by agent and model; what the fallbacks cost;
+the ledger's estimate against what was billed, with how much of it a bill covers."""
 
 from __future__ import annotations
+
+from decimal import Decimal
+from typing import Final
 
 import altair as alt
 import pandas as pd
@@ -8,6 +12,14 @@ import streamlit as st
 
 from dashboards import charts, data, filters, fmt, notices, summary
 from ledger.analytics import Filters
+
+#: Said whenever no row has a billed figure: every cost on the page is an estimate.
+NOTHING_RECONCILED: Final = (
+    "No row under these filters has a billed cost yet: every cost on this page is the "
+    "ledger's estimate. `ledger reconcile openrouter` stores what OpenRouter billed each "
+    "generation. OpenAI's and Anthropic's reports are daily totals: they cannot bill single "
+    "rows (`ledger reconcile openai|anthropic` checks the totals instead)."
+)
 
 
 def _numeric_usd(frame: pd.DataFrame) -> pd.DataFrame:
@@ -106,6 +118,92 @@ def fallback_detail(fallbacks: pd.DataFrame, failed: pd.DataFrame) -> None:
         fmt.table(failed, "failed_attempts")
 
 
+def _difference(billed: Decimal | None, estimated: Decimal | None) -> tuple[str, str | None]:
+    """``billed − estimated`` as a headline, and its share of the estimate as the delta."""
+    if billed is None or estimated is None:
+        return "–", None
+    gap = billed - estimated
+    share = summary.ratio(float(gap), float(estimated))
+    sign = "+" if gap >= 0 else ""
+    return f"{sign}{fmt.money(gap)}", None if share is None else f"{sign}{fmt.rate(share)}"
+
+
+def billing_headline(frame: pd.DataFrame) -> int:
+    """Coverage and difference of the reconciled rows; returns how many there are."""
+    rows, reconciled = int(frame["rows"].sum()), int(frame["reconciled_rows"].sum())
+    estimated = summary.total_usd(frame["estimated_usd"])
+    covered = summary.total_usd(frame["reconciled_estimated_usd"])
+    billed = summary.total_usd(frame["billed_usd"]) if reconciled else None
+    spend_share = (
+        summary.ratio(float(covered or 0), float(estimated)) if estimated and reconciled else None
+    )
+    difference, delta = _difference(billed, covered if reconciled else None)
+    cols = st.columns(4)
+    cols[0].metric(
+        "Rows reconciled",
+        fmt.rate(summary.ratio(reconciled, rows)),
+        help=f"{reconciled:,} of {rows:,} rows carry a billed cost.",
+    )
+    cols[1].metric(
+        "Spend reconciled",
+        fmt.rate(spend_share),
+        help="Share of the estimated spend on rows that carry a billed cost.",
+    )
+    cols[2].metric("Billed (reconciled rows)", fmt.money(billed) if reconciled else "–")
+    cols[3].metric(
+        "Billed − estimated",
+        difference,
+        delta=delta,
+        delta_color="off",
+        help="On the reconciled rows only: what the bill says beyond the estimate.",
+    )
+    return reconciled  # fmt: skip
+
+
+def billing_chart(frame: pd.DataFrame) -> None:
+    shown = frame[frame["reconciled_rows"] > 0].copy()
+    long = pd.DataFrame(
+        {
+            "day": pd.to_datetime(list(shown["day"]) * 2),
+            "figure": ["estimated"] * len(shown) + ["billed"] * len(shown),
+            "usd": list(charts.to_float(shown["reconciled_estimated_usd"]))
+            + list(charts.to_float(shown["billed_usd"])),
+        }
+    )
+    st.altair_chart(
+        alt.Chart(long.dropna())
+        .mark_bar()
+        .encode(
+            x=alt.X("yearmonthdate(day):T", title="day (UTC)"),
+            xOffset=alt.XOffset("figure:N"),
+            y=alt.Y("usd:Q", title="reconciled rows' cost", axis=alt.Axis(format="$,.4f")),
+            color=alt.Color("figure:N", title=None, legend=alt.Legend(orient="bottom")),
+            tooltip=[alt.Tooltip("yearmonthdate(day):T", title="day"),
+                     alt.Tooltip("figure:N"), alt.Tooltip("usd:Q", format="$,.6f")],
+        ),
+        width="stretch",
+    )  # fmt: skip
+
+
+def estimated_vs_billed(chosen: Filters) -> None:
+    st.subheader("Estimated vs billed")
+    frame = data.load("estimated_vs_billed", chosen)
+    reconciled = billing_headline(frame)
+    if not reconciled:
+        st.info(NOTHING_RECONCILED)
+    else:
+        unpriced = int(frame["reconciled_unpriced_rows"].sum())
+        if unpriced:
+            st.caption(f"{unpriced:,} reconciled rows had no estimate: their billed cost is "
+                       "in the billed total, not in the difference's estimate.")  # fmt: skip
+        billing_chart(frame)
+    awaiting = int(frame["awaiting_rows"].sum())
+    if awaiting:
+        st.caption(f"{awaiting:,} OpenRouter rows await a billed cost "
+                   "(run `ledger reconcile openrouter`).")  # fmt: skip
+    fmt.table(frame, "estimated_vs_billed")
+
+
 def main() -> None:
     st.title("Cost attribution")
     chosen = filters.current()
@@ -119,6 +217,7 @@ def main() -> None:
     by_provider(attribution)
     by_agent(chosen)
     fallback_detail(fallbacks, failed)
+    estimated_vs_billed(chosen)
 
 
 main()

@@ -322,6 +322,11 @@ class Analytics:
         """``fallback_cost``, dearest first."""
         return self._over("fallback_cost", filters, figures.FALLBACK_COST)
 
+    def estimated_vs_billed(self, filters: Filters | None = None) -> pd.DataFrame:
+        """Per UTC day: rows, reconciled rows, rows awaiting a bill, the estimate (all rows
+        and reconciled rows) and the billed cost of the reconciled rows."""
+        return self._over("calls", filters, figures.ESTIMATED_VS_BILLED)
+
     def failed_attempts(self, filters: Filters | None = None) -> pd.DataFrame:
         """``failed_attempts``, most frequent first."""
         return self._over("failed_attempts", filters, figures.FAILED_ATTEMPTS)

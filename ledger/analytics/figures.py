@@ -96,6 +96,25 @@ ORDER BY cost_usd DESC NULLS LAST, fallback_calls DESC, requested_model
 FAILED_ATTEMPTS: Final = """
 SELECT * FROM failed_attempts ORDER BY attempts DESC, provider, requested_model, error_type
 """
+#: Per UTC day: the ledger's estimate beside what was billed, on the rows a reconcile
+#: stored a billed figure for (``billed_at`` set), and how many rows await one (OpenRouter
+#: rows with a generation id; other providers bill per day, never per row).
+ESTIMATED_VS_BILLED: Final = """
+SELECT
+    CAST(timezone('UTC', started_at) AS DATE) AS day,
+    count(*) AS rows,
+    count(*) FILTER (WHERE billed_at IS NOT NULL) AS reconciled_rows,
+    count(*) FILTER (WHERE billed_at IS NOT NULL AND cost_usd IS NULL) AS reconciled_unpriced_rows,
+    count(*) FILTER (
+        WHERE billed_at IS NULL AND provider = 'openrouter' AND generation_id IS NOT NULL
+    ) AS awaiting_rows,
+    sum(cost_usd) AS estimated_usd,
+    sum(cost_usd) FILTER (WHERE billed_at IS NOT NULL) AS reconciled_estimated_usd,
+    sum(billed_cost_usd) FILTER (WHERE billed_at IS NOT NULL) AS billed_usd
+FROM token_usage
+GROUP BY ALL
+ORDER BY day
+"""
 CACHE_DECAY_BY_KEY: Final = "SELECT * FROM cache_decay_by_key ORDER BY gap_order, key_sent DESC"
 CACHE_DECAY: Final = "SELECT * FROM cache_decay ORDER BY requested_model, gap_order"
 

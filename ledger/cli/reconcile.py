@@ -7,15 +7,23 @@ import datetime as dt
 import json
 import os
 import sys
-from typing import Final
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Final, NoReturn
 
 import click
 import httpx
+import pandas as pd  # type: ignore[import-untyped]
 from rich.console import Console
+from rich.text import Text
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from ledger.cli.budget import parse_when
+from ledger.cli.tables import print_frame
 from ledger.errors import ConfigurationError, ReconcileError
+from ledger.reconcile.admin import ANTHROPIC, OPENAI, ReportSource
+from ledger.reconcile.drift import DriftReport, Tolerance, check_bill
 from ledger.reconcile.openrouter import (
     DEFAULT_BASE_URL,
     GenerationClient,
@@ -29,9 +37,27 @@ EXIT_OK: Final = 0
 EXIT_BAD: Final = 2
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"ledger reconcile: {message}", err=True)
     sys.exit(EXIT_BAD)
+
+
+def _checked_ledger() -> URL:
+    """The ledger's URL, once it exists and is at the schema head (else exit 2)."""
+    try:
+        url = database_url()
+    except ConfigurationError as exc:
+        _fail(str(exc))
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        _fail(f"{display_url(url)}: no such ledger database")
+    engine = make_engine(url)
+    try:
+        if current_revision(engine) != head_revision():
+            _fail(f"{display_url(url)}: schema out of date; run `ledger db upgrade` first")
+    finally:
+        engine.dispose()
+    return url
 
 
 @click.group()
@@ -79,25 +105,13 @@ def openrouter(since: str, concurrency: int, timeout: float, fmt: str) -> None:
     if not key:
         _fail("OPENROUTER_API_KEY is not set")
     base = os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL
-    try:
-        url = database_url()
-    except ConfigurationError as exc:
-        _fail(str(exc))
-    path = sqlite_path(url)
-    if path is not None and not path.exists():
-        _fail(f"{display_url(url)}: no such ledger database")
-    engine = make_engine(url)
-    try:
-        if current_revision(engine) != head_revision():
-            _fail(f"{display_url(url)}: schema out of date; run `ledger db upgrade` first")
-    finally:
-        engine.dispose()
+    _checked_ledger()
     try:
         report = asyncio.run(_run(base, key, start, concurrency, timeout))
     except ReconcileError as exc:
         _fail(str(exc))
     except SQLAlchemyError as exc:
-        _fail(f"{display_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        _fail(f"{display_url(database_url())}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
     if fmt == "json":
         click.echo(json.dumps(report.as_dict(), indent=1))
     else:
@@ -111,3 +125,195 @@ def openrouter(since: str, concurrency: int, timeout: float, fmt: str) -> None:
             f"drift {'+' if report.drift_usd >= 0 else ''}{report.drift_usd} USD"
         )
     sys.exit(EXIT_OK)
+
+
+EXIT_DRIFT: Final = 1
+_DRIFT_COLUMNS: Final = (
+    "day",
+    "model",
+    "status",
+    "ledger_usd",
+    "billed_usd",
+    "drift_usd",
+    "drift_pct",
+    "ledger_rows",
+    "billed_requests",
+    "ledger_input_tokens",
+    "billed_input_tokens",
+)
+_DRIFT_HEADERS: Final = {
+    "ledger_usd": "ledger $",
+    "billed_usd": "billed $",
+    "drift_usd": "drift $",
+    "drift_pct": "drift %",
+    "ledger_rows": "rows",
+    "billed_requests": "billed calls",
+    "ledger_input_tokens": "ledger in tok",
+    "billed_input_tokens": "billed in tok",
+}
+#: Said with every report: what an aggregate bill can and cannot do.
+_AGGREGATE_NOTE: Final = (
+    "The reports are per day and model, not per call: they check the ledger's totals "
+    "but cannot fill a row's billed_cost_usd (only `ledger reconcile openrouter` can)."
+)
+
+
+def _admin_key(source: ReportSource) -> str:
+    for name in source.key_env:
+        if key := os.environ.get(name, "").strip():
+            return key
+    _fail(f"{source.key_env[0]} is not set: {source.key_help}")
+
+
+def _print_drift(report: DriftReport) -> None:
+    out = Console(highlight=False)
+    records = [line.as_dict() for line in report.lines]
+    for record in records:
+        for column in ("ledger_usd", "billed_usd", "drift_usd"):
+            record[column] = Decimal(record[column])
+        pct = record["drift_pct"]
+        record["drift_pct"] = None if pct is None else f"{pct:+.1f}%"
+    # object columns: an unknown count stays "–", never a float NaN
+    frame = pd.DataFrame(records, columns=_DRIFT_COLUMNS, dtype=object)
+    title = f"{report.provider}: ledger vs bill per day and model"
+    print_frame(out, title, frame, _DRIFT_COLUMNS, headers=_DRIFT_HEADERS, group_by=("day",))
+    drift = report.billed_usd - report.ledger_usd
+    out.print(
+        Text(
+            f"ledger ${report.ledger_usd} vs billed ${report.billed_usd}: drift "
+            f"{'+' if drift >= 0 else ''}{drift} USD; billed but not in the ledger "
+            f"${report.unledgered_usd}; {len(report.exceeded)} line(s) beyond "
+            f"{report.tolerance.pct}% (floor ${report.tolerance.min_usd})"
+        )
+    )
+    unpriced = sum(line.unpriced_rows for line in report.lines)
+    if unpriced:
+        out.print(
+            Text(
+                f"{unpriced:,} ledger row(s) of unknown cost are counted in rows but not in "
+                "ledger $: their days show more drift than the ledger's prices explain."
+            )
+        )
+    out.print(Text(_AGGREGATE_NOTE, style="dim"))
+
+
+def _report_command(
+    source: ReportSource, since: str, until: str, tolerance: Decimal, min_usd: Decimal, fmt: str
+) -> NoReturn:
+    now = dt.datetime.now(dt.UTC)
+    begin = parse_when(since, now)
+    if begin is None:
+        _fail("--since must be a bound (a duration or a date): the reports need a start")
+    start = begin.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    end = now if until.strip().lower() == "now" else (parse_when(until, now) or now)
+    if end <= start:
+        _fail(f"--until {until!r} is not after --since {since!r}")
+    key = _admin_key(source)
+    base = os.environ.get(source.base_env) or source.default_base
+    url = _checked_ledger()
+    engine = make_engine(url)
+    try:
+        with httpx.Client(timeout=60.0) as http:
+            report = check_bill(
+                engine,
+                http,
+                source,
+                key=key,
+                base_url=base,
+                start=start,
+                end=end,
+                tolerance=Tolerance(tolerance, min_usd),
+            )
+    except ReconcileError as exc:
+        _fail(str(exc))
+    except httpx.InvalidURL as exc:
+        _fail(f"{source.base_env} or the default base URL is unusable: {exc}")
+    except SQLAlchemyError as exc:
+        _fail(f"{display_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+    finally:
+        engine.dispose()
+    if fmt == "json":
+        click.echo(json.dumps({**report.as_dict(), "note": _AGGREGATE_NOTE}, indent=1))
+    else:
+        _print_drift(report)
+    sys.exit(EXIT_DRIFT if report.exceeded else EXIT_OK)
+
+
+def _report_options(func: Callable[..., None]) -> Callable[..., None]:
+    options = (
+        click.option(
+            "--since",
+            default="30d",
+            show_default=True,
+            help="From the UTC day of: 7d/24h back from now or an ISO date.",
+        ),
+        click.option(
+            "--until", default="now", show_default=True, help="Up to (exclusive): as --since."
+        ),
+        click.option(
+            "--tolerance",
+            type=click.FloatRange(0, 1000),
+            default=5.0,
+            show_default=True,
+            help="Drift allowed per day and model, in % of the billed cost.",
+        ),
+        click.option(
+            "--min-usd",
+            type=click.FloatRange(0),
+            default=0.01,
+            show_default=True,
+            help="Drift always allowed per day and model, in USD (rounding on small days).",
+        ),
+        click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(["table", "json"]),
+            default="table",
+            show_default=True,
+        ),
+        click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
+    )
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _run_report(
+    source: ReportSource,
+    since: str,
+    until: str,
+    tolerance: float,
+    min_usd: float,
+    fmt: str,
+    as_json: bool,
+) -> NoReturn:
+    _report_command(
+        source,
+        since,
+        until,
+        Decimal(str(tolerance)),
+        Decimal(str(min_usd)),
+        "json" if as_json else fmt,
+    )
+
+
+@reconcile.command("openai")
+@_report_options
+def openai(
+    since: str, until: str, tolerance: float, min_usd: float, fmt: str, as_json: bool
+) -> None:
+    """Compare the ledger's OpenAI totals per day and model with the organisation's cost
+    and usage reports (GET /v1/organization/costs, /usage/completions; OPENAI_ADMIN_KEY).
+    Read only. Exit 0 within tolerance, 1 beyond it, 2 on an error."""
+    _run_report(OPENAI, since, until, tolerance, min_usd, fmt, as_json)
+
+
+@reconcile.command("anthropic")
+@_report_options
+def anthropic(
+    since: str, until: str, tolerance: float, min_usd: float, fmt: str, as_json: bool
+) -> None:
+    """Compare the ledger's Anthropic totals per day and model with the Admin API's cost
+    and usage reports (/v1/organizations/cost_report, /usage_report/messages;
+    ANTHROPIC_ADMIN_KEY). Read only. Exit 0 within tolerance, 1 beyond it, 2 on an error."""
+    _run_report(ANTHROPIC, since, until, tolerance, min_usd, fmt, as_json)

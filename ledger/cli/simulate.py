@@ -18,10 +18,23 @@ from ledger.simulator import Simulator, WallClock, make_server
     show_default=True,
     help="Multiply simulated latencies by this (0 answers at once).",
 )
-def simulate(port: int, host: str, seed: int, latency_scale: float) -> None:
+@click.option(
+    "--bill-discrepancy",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="Share of calls billed 5% above what was served (drift for `ledger reconcile`).",
+)
+def simulate(
+    port: int, host: str, seed: int, latency_scale: float, bill_discrepancy: float
+) -> None:
     """Serve the simulator: POST /api/v1/chat/completions (OpenRouter),
-    /v1/chat/completions (OpenAI) and /v1/messages (Anthropic)."""
+    /v1/chat/completions (OpenAI) and /v1/messages (Anthropic); what they served is
+    billed at GET /api/v1/generation and the OpenAI/Anthropic admin cost and usage
+    reports (/v1/organization/costs, /v1/organizations/cost_report, …)."""
     sim = Simulator(clock=WallClock(latency_scale), seed=seed)
+    sim.generations.discrepancy_rate = bill_discrepancy
+    sim.reports.discrepancy_rate = bill_discrepancy
     base = f"http://{host}:{port}"
     click.echo(
         f"simulator on {base}  (OpenRouter {base}/api/v1, OpenAI {base}/v1, Anthropic {base})"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -31,33 +30,11 @@ from sqlalchemy.engine import Engine
 
 from ledger.errors import ReconcileAuthError, ReconcileError
 from ledger.reconcile.generation import BadGeneration, Generation, parse_generation
+from ledger.reconcile.retry import DEFAULT_RETRY, Retry, retry_after
 from ledger.schema import token_usage
 
 DEFAULT_BASE_URL: Final = "https://openrouter.ai/api/v1"
 _t = token_usage.c
-
-
-@dataclass(frozen=True, slots=True)
-class Retry:
-    """How hard one generation is asked for before the run moves on."""
-
-    attempts: int = 5
-    base_s: float = 0.5
-    max_s: float = 30.0
-
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.max_s)
-        backoff: float = min(self.max_s, self.base_s * 2**attempt)
-        return backoff * random.uniform(0.5, 1.0)  # jitter: concurrent retries spread out
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
 
 
 class GenerationClient:
@@ -69,7 +46,7 @@ class GenerationClient:
         *,
         api_key: str,
         base_url: str = DEFAULT_BASE_URL,
-        retry: Retry = Retry(),
+        retry: Retry = DEFAULT_RETRY,
     ) -> None:
         self._http = http
         self._url = base_url.rstrip("/") + "/generation"
@@ -102,7 +79,7 @@ class GenerationClient:
                 )
             if status == 429 or status >= 500:
                 problem = f"HTTP {status}"
-                await asyncio.sleep(self.retry.delay(attempt, _retry_after(response)))
+                await asyncio.sleep(self.retry.delay(attempt, retry_after(response)))
                 continue
             raise ReconcileError(f"generation {generation_id}: unexpected HTTP {status}")
         raise ReconcileError(
@@ -163,6 +140,71 @@ _STORE = (
 )
 
 
+@dataclass(slots=True)
+class _Pipeline:
+    """One run's moving parts: rows flow page → queue → fetchers → batch → store.
+
+    Fetching never waits for the database: the next page is read while the last
+    rows of this one are in flight, and a full batch is stored (one writer, in a
+    thread) while the fetchers carry on. Memory is bounded by the queue (two
+    pages) plus one batch, whatever the number of rows.
+    """
+
+    engine: Engine
+    client: GenerationClient
+    since: dt.datetime | None
+    page_size: int
+    batch_size: int
+    report: ReconcileReport = field(default_factory=ReconcileReport)
+    batch: list[dict[str, Any]] = field(default_factory=list)
+    stored: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def produce(self, queue: asyncio.Queue[Any], workers: int) -> None:
+        after = 0
+        while rows := await asyncio.to_thread(
+            _page, self.engine, after, self.since, self.page_size
+        ):
+            after = rows[-1].id
+            self.report.examined += len(rows)
+            for row in rows:
+                await queue.put(row)
+        for _ in range(workers):
+            await queue.put(None)  # one stop per fetcher
+
+    async def fetch(self, queue: asyncio.Queue[Any]) -> None:
+        while (row := await queue.get()) is not None:
+            try:
+                result = await self.client.fetch(row.generation_id)
+            except ReconcileAuthError:
+                raise
+            except ReconcileError as exc:
+                self.report.failed += 1
+                self.report.errors.append(str(exc))
+                continue
+            if result is None:
+                self.report.pending += 1
+                continue
+            self.batch.append(
+                {
+                    "row_id": row.id,
+                    "billed": result.total_cost,
+                    "at": dt.datetime.now(dt.UTC),
+                    "billing_json": result.billing,
+                    "provider_name": result.provider_name,
+                }
+            )
+            self.report.estimated_usd += row.cost_usd or 0
+            self.report.billed_usd += result.total_cost
+            if len(self.batch) >= self.batch_size:
+                await self.flush()
+
+    async def flush(self) -> None:
+        batch, self.batch = self.batch, []
+        if batch:
+            async with self.stored:  # one writer at a time
+                self.report.billed += await asyncio.to_thread(_store, self.engine, batch)
+
+
 async def reconcile_openrouter(
     engine: Engine,
     client: GenerationClient,
@@ -170,51 +212,28 @@ async def reconcile_openrouter(
     since: dt.datetime | None,
     concurrency: int = 16,
     page_size: int = 1000,
+    batch_size: int = 500,
 ) -> ReconcileReport:
-    """Fetch and store the billed cost of every unreconciled OpenRouter row since ``since``."""
-    report = ReconcileReport()
-    gate = asyncio.Semaphore(concurrency)
+    """Fetch and store the billed cost of every unreconciled OpenRouter row since ``since``.
 
-    async def one(generation_id: str) -> Generation | ReconcileError | None:
-        async with gate:
-            try:
-                return await client.fetch(generation_id)
-            except ReconcileAuthError:
-                raise
-            except ReconcileError as exc:
-                return exc
-
-    after = 0
-    while True:
-        rows = await asyncio.to_thread(_page, engine, after, since, page_size)
-        if not rows:
-            return report
-        after = rows[-1].id
-        report.examined += len(rows)
-        results = await asyncio.gather(*(one(r.generation_id) for r in rows))
-        now = dt.datetime.now(dt.UTC)
-        updates: list[dict[str, Any]] = []
-        for row, result in zip(rows, results, strict=True):
-            if result is None:
-                report.pending += 1
-            elif isinstance(result, ReconcileError):
-                report.failed += 1
-                report.errors.append(str(result))
-            else:
-                updates.append(
-                    {
-                        "row_id": row.id,
-                        "billed": result.total_cost,
-                        "at": now,
-                        "billing_json": result.billing,
-                        "provider_name": result.provider_name,
-                    }
-                )
-                report.estimated_usd += row.cost_usd or 0
-                report.billed_usd += result.total_cost
-        if updates:
-            stored = await asyncio.to_thread(_store, engine, updates)
-            report.billed += stored
+    ``concurrency`` generations are in flight at once; rows are read ``page_size`` at a
+    time and stored ``batch_size`` at a time. A refused key (:class:`ReconcileAuthError`)
+    stops the run; what was stored before it stays stored (a rerun resumes).
+    """
+    run = _Pipeline(engine, client, since, page_size, batch_size)
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=2 * page_size)
+    try:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run.produce(queue, concurrency))
+            for _ in range(concurrency):
+                group.create_task(run.fetch(queue))
+    except BaseExceptionGroup as group_error:
+        # The run's own error, not the group: a refused key first, else the first failure
+        # (a database error from the page reader or the store).
+        first = (group_error.subgroup(ReconcileAuthError) or group_error).exceptions[0]
+        raise first from None
+    await run.flush()
+    return run.report
 
 
 def _store(engine: Engine, updates: list[dict[str, Any]]) -> int:

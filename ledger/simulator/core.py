@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final
 
+from ledger.simulator.admin_reports import ReportStore
 from ledger.simulator.catalog import Catalog, ModelPool, Service, UpstreamSpec, default_catalog
 from ledger.simulator.clock import Clock, VirtualClock
 from ledger.simulator.faults import FAILING_KINDS, Fault, FaultInjector, FaultKind
@@ -157,6 +158,9 @@ class Simulator:
         #: OpenRouter generations served, for ``GET /api/v1/generation`` (lag and
         #: discrepancies are set on it).
         self.generations = GenerationStore(self.clock, seed=seed)
+        #: What the OpenAI and Anthropic endpoints served, per day, for the admin cost and
+        #: usage reports (``ledger reconcile openai|anthropic``; discrepancies set on it).
+        self.reports = ReportStore(self.clock, seed=seed)
 
     # -- inspection (tests, demo) -----------------------------------------
     def cache(self, service: Service, model: str, upstream: str) -> PromptCache:

@@ -2,8 +2,10 @@
 
 Routes by path only, so a client may point any base URL at the simulator:
 ``/api/v1/chat/completions`` (OpenRouter), ``/v1/chat/completions`` (OpenAI),
-``/v1/messages`` (Anthropic), and ``GET /api/v1/generation?id=…`` (OpenRouter's
-generation stats, for ``ledger reconcile openrouter``).
+``/v1/messages`` (Anthropic), ``GET /api/v1/generation?id=…`` (OpenRouter's
+generation stats, for ``ledger reconcile openrouter``) and the OpenAI and
+Anthropic admin cost and usage reports (:mod:`ledger.simulator.admin_reports`,
+for ``ledger reconcile openai|anthropic``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from collections.abc import Mapping
 from typing import Final
 from urllib.parse import parse_qs
 
+from ledger.simulator.admin_reports import ENDPOINTS as REPORTS
+from ledger.simulator.admin_reports import serve_report
 from ledger.simulator.catalog import Service
 from ledger.simulator.core import Completion, Simulator
 from ledger.simulator.wire import chat, messages
@@ -53,6 +57,8 @@ def handle(
     """Serve one request; ``headers`` keys must be lower-case."""
     if path.rstrip("/") == GENERATION_PATH:
         return _generation(sim, method, headers, query)
+    if path.rstrip("/") in REPORTS:
+        return serve_report(sim.reports, path.rstrip("/"), method, headers, query)
     service = ROUTES.get(path.rstrip("/"))
     if service is None:
         return Reply(404, [JSON_TYPE], [(0.0, dumps({"error": {"message": f"no route {path}"}}))])
@@ -69,6 +75,8 @@ def handle(
         if service == "openrouter":
             gen_id = chat.completion_id(outcome, openrouter=True)
             sim.generations.record(gen_id, outcome, streamed=request.stream)
+        else:
+            _bill(sim, service, request.account, outcome)
         return chat.render_completion(outcome, request, include_usage)
     return chat.render_failure(outcome, service)
 
@@ -80,5 +88,11 @@ def _anthropic(sim: Simulator, headers: Mapping[str, str], body: bytes) -> Reply
         return messages.render_bad_request(exc)
     outcome = sim.complete(request)
     if isinstance(outcome, Completion):
+        _bill(sim, "anthropic", request.account, outcome)
         return messages.render_completion(outcome, request)
     return messages.render_failure(outcome)
+
+
+def _bill(sim: Simulator, service: Service, account: str, done: Completion) -> None:
+    """A direct (OpenAI/Anthropic) completion goes on the organisation's daily bill."""
+    sim.reports.record(service, account, done.model, done.created, done.usage)
