@@ -41,6 +41,7 @@ from ledger.analytics.source import LedgerSource
 from ledger.analytics.sync import ProgressCallback, SyncResult, ensure_aggregates, sync
 from ledger.analytics.verify import Verification, verify
 from ledger.analytics.views import Filters
+from ledger.errors import ReadOnlyQuery
 from ledger.store.migrate import check_ledger
 
 # Per agent, model and key_sent: the cache_hits view summed over upstreams.
@@ -197,6 +198,15 @@ class Analytics:
                     return pd.DataFrame()
                 # Through Arrow rather than .df(): DECIMAL money stays Decimal.
                 return relation.to_arrow_table().to_pandas()
+            except duckdb.TransactionException as exc:
+                if not read_only or "read-only" not in str(exc):
+                    raise
+                # A write the parse cannot see (a DELETE inside a WITH): the same refusal.
+                raise ReadOnlyQuery(
+                    "a statement that writes is refused: ad hoc SQL only reads the "
+                    f"analytics copy ({exc})",
+                    statement="SELECT with a write",
+                ) from None
             finally:
                 if read_only:
                     cursor.execute("ROLLBACK")  # nothing to keep: it only read

@@ -120,11 +120,15 @@ AGENT_MODEL: Final = ("actor_id", "requested_model")
 
 
 def terminal() -> Console:
-    """stdout's console: the terminal's width, ``COLUMNS`` when set, else 160 when piped
-    (captured output has no width to honour)."""
+    """stdout's console: the terminal's width, ``COLUMNS`` when set; piped into a pager
+    from a terminal (``ledger report | less``), that terminal's width, read from stderr;
+    else 160 (captured output has no width to honour)."""
     if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
         return Console()
-    return Console(width=160)
+    try:
+        return Console(width=os.get_terminal_size(sys.stderr.fileno()).columns)
+    except (OSError, ValueError):  # no terminal at all: cron, CI, a captured run
+        return Console(width=160)
 
 
 def report_body(out: Console, analytics: Analytics, where: str) -> None:

@@ -79,11 +79,16 @@ def sql(query: str, fmt: str) -> None:
         except duckdb.Error as exc:
             raise click.ClickException(f"query failed: {exc}") from None
     if fmt == "csv":
-        frame.to_csv(sys.stdout, index=False)
+        plain_decimals(frame).to_csv(sys.stdout, index=False)
     elif fmt == "json":
         click.echo(to_json(frame))
     else:
         print_table(terminal(), frame)
+
+
+def plain_decimals(frame: pd.DataFrame) -> pd.DataFrame:
+    """Money as positional digits: ``str(Decimal)`` writes a zero cost as ``0E-10``."""
+    return frame.map(lambda v: format(v, "f") if isinstance(v, Decimal) else v)
 
 
 def print_table(out: Console, frame: pd.DataFrame) -> None:

@@ -101,7 +101,8 @@ def frame_table(
     for name in shown:
         label = (headers or {}).get(name, name)
         right = _numeric(frame, name) or name.endswith("_usd")
-        table.add_column(safe(label), justify="right" if right else "left", no_wrap=True)
+        # Text, not str: a str header is parsed for markup and :emoji: codes.
+        table.add_column(Text(safe(label)), justify="right" if right else "left", no_wrap=True)
     for row in frame[shown].itertuples(index=False):
         table.add_row(*(_styled(cell(v, c), c, v) for v, c in zip(row, shown, strict=True)))
     return table

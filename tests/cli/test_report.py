@@ -9,10 +9,14 @@ window-title OSC and a clear-screen CSI).
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import io
 import os
+import pty
+import struct
 import subprocess
 import sys
+import termios
 from decimal import Decimal
 from pathlib import Path
 
@@ -175,3 +179,19 @@ def test_nothing_is_drawn_into_a_pipe_or_a_file() -> None:
         update(1, 4)
         update(4, 4)
     assert piped.getvalue() == ""
+
+
+def test_piped_into_a_pager_the_report_takes_the_terminals_width(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `ledger report | less` in a 93-column terminal: stdout is a pipe, stderr the terminal
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 93, 0, 0))
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    with open(terminal, "w", closefd=True) as tty:
+        monkeypatch.setattr(sys, "stderr", tty)
+        assert report.terminal().width == 93
+        monkeypatch.setattr(sys, "stderr", io.StringIO())  # no terminal at all: cron, CI
+        assert report.terminal().width == 160
+    os.close(controller)

@@ -51,13 +51,38 @@ def test_a_writing_statement_is_refused_by_kind_and_changes_nothing(
     assert report.code == 0 and "no rows yet" not in report.out.split("Cost by")[0]
 
 
-def test_a_write_hidden_in_explain_analyze_is_stopped_by_the_read_only_transaction(
+@pytest.mark.parametrize(
+    "query",
+    [
+        "EXPLAIN ANALYZE DELETE FROM token_usage",
+        "WITH x AS (DELETE FROM token_usage RETURNING *) SELECT * FROM x",
+    ],
+)
+def test_a_write_hidden_in_a_reading_statement_is_refused_by_the_read_only_transaction(
+    four_rows: str, capsys: pytest.CaptureFixture[str], query: str
+) -> None:
+    result = ledger(capsys, "sql", query)
+    assert result.code == 2
+    assert result.err.startswith("ledger: a statement that writes is refused"), result.err
+    assert "Traceback" not in result.err
+    assert count(capsys) == 4
+
+
+def test_column_names_are_printed_as_written_not_as_markup(
     four_rows: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = ledger(capsys, "sql", "EXPLAIN ANALYZE DELETE FROM token_usage")
-    assert result.code == 1
-    assert "read-only" in result.err
-    assert count(capsys) == 4
+    result = ledger(capsys, "sql", """SELECT 1 AS ":x: [red]h" """)
+    assert result.code == 0, result.err
+    assert ":x: [red]h" in result.out and "\u274c" not in ascii(result.out)
+
+
+def test_csv_prints_zero_money_as_a_plain_number(
+    four_rows: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = ledger(
+        capsys, "sql", "SELECT CAST(0 AS DECIMAL(20, 10)) AS cost_usd", "--format", "csv"
+    )
+    assert result.out.splitlines() == ["cost_usd", "0.0000000000"]
 
 
 @pytest.mark.parametrize("query", ["", "   ", "/* only a comment */"])
