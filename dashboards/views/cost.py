@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import altair as alt
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
 from dashboards import charts, data, filters, fmt, notices, summary
