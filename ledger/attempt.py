@@ -33,6 +33,8 @@ from ledger.session_key import DEFAULT_PREFIX, session_key
 
 _MAX_MESSAGE: Final = 500
 _NO_USAGE: Final = Usage()
+# One encoder for every request: json.dumps(separators=…) would build a new one each call.
+_encode_body: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +223,7 @@ def prepare(
     )
     http = provider.build_request(request)
     sent_key, sent_sort, sent_order = sent_values(provider, http.body)
-    content = json.dumps(http.body, separators=(",", ":"), ensure_ascii=False).encode()
+    content = _encode_body(http.body).encode()
     return Prepared(
         call=call,
         target=target,

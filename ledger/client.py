@@ -48,7 +48,7 @@ from ledger.attempt import (
     prepare,
     result_of,
 )
-from ledger.client_stream import AsyncChatStream, ChatStream
+from ledger.client_stream import AsyncChatStream, ChatStream, request_url
 from ledger.clock import SYSTEM_CLOCK, Clock
 from ledger.errors import (
     MalformedResponse,
@@ -346,7 +346,7 @@ class Client(_Base):
             with map_transport_errors(prep.target.provider.name):
                 response = self.http.request(
                     prep.method,
-                    prep.url,
+                    request_url(prep.url),
                     headers=prep.headers,
                     content=prep.content,
                     timeout=self.timeout_for(prep),
@@ -461,7 +461,7 @@ class AsyncClient(_Base):
             with map_transport_errors(prep.target.provider.name):
                 response = await self.http.request(
                     prep.method,
-                    prep.url,
+                    request_url(prep.url),
                     headers=prep.headers,
                     content=prep.content,
                     timeout=self.timeout_for(prep),
