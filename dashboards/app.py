@@ -42,6 +42,12 @@ from ledger.errors import LedgerError  # noqa: E402
 
 log = logging.getLogger("ledger.dashboard")
 
+# The page scripts live in views/, not pages/: Streamlit treats a pages/ folder beside
+# the main script as a legacy (v1) multipage app. While PagesManager.uses_pages_directory
+# is set (from the folder's existence, until the first st.navigation() call of the process;
+# AppTest resets it before every run), the script runner runs its own navigation over
+# app.py and pages/*.py instead of this script, and a page whose URL path is its file
+# name is then run on its own, without this frame: no sidebar filters, stale Filters.
 PAGES = [
     st.Page("views/overview.py", title="Overview", icon=":material/dashboard:", default=True),
     st.Page("views/stickiness.py", title="Stickiness", icon=":material/push_pin:"),

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 import altair as alt
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 
 from dashboards import fmt
 from ledger.providers import PROVIDERS
@@ -69,7 +69,8 @@ def with_utc_text(frame: pd.DataFrame, field: str) -> pd.DataFrame:
 
 
 def _iso(moment: Any) -> str:
-    return pd.Timestamp(moment).tz_convert("UTC").isoformat()
+    iso: str = pd.Timestamp(moment).tz_convert("UTC").isoformat()  # pandas is untyped
+    return iso
 
 
 def padded(times: Iterable[Any], *, share: float = 0.05) -> tuple[dt.datetime, dt.datetime]:

@@ -15,7 +15,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
 RATE_SUFFIXES = ("rate", "share", "stickiness")

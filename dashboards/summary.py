@@ -10,7 +10,7 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any, Final
 
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 
 
 def ratio(numerator: float, denominator: float) -> float | None:

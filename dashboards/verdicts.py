@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
 from dashboards import fmt

@@ -5,7 +5,7 @@ The façade: record usage (:class:`Ledger`), call providers through the client
 meter the official SDKs (:func:`httpx_client`, :func:`instrument`).
 """
 
-from ledger.attempt import Call, ChatResult
+from ledger.attempt import Call, ChatOptions, ChatResult, Filing
 from ledger.cascade import DEFAULT_CHAIN, AsyncCascade, Cascade, RetryPolicy, Route
 from ledger.client import AsyncClient, Client
 from ledger.errors import AllProvidersFailed, LedgerError, ProviderError
@@ -31,9 +31,11 @@ __all__ = [
     "AsyncMeteringTransport",
     "Call",
     "Cascade",
+    "ChatOptions",
     "ChatResult",
     "Client",
     "ContextThreadPoolExecutor",
+    "Filing",
     "Ledger",
     "LedgerError",
     "MeteringTransport",

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypedDict, Unpack
 
 from ledger.errors import (
     ProviderError,
@@ -33,6 +33,8 @@ from ledger.session_key import DEFAULT_PREFIX, session_key
 
 _MAX_MESSAGE: Final = 500
 _NO_USAGE: Final = Usage()
+# One encoder for every request: json.dumps(separators=…) would build a new one each call.
+_encode_body: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +79,39 @@ class Call:
             check_model(model)
 
 
+class ChatOptions(TypedDict, total=False):
+    """The options of ``chat(messages, model=…, **options)`` and ``stream(…)`` on the
+    clients and cascades: the fields of :class:`Call` beside ``messages``."""
+
+    max_tokens: int | None
+    temperature: float | None
+    session_id: str | None
+    actor_id: str | None
+    locale: str | None
+    tags: Mapping[str, Any] | None
+    routing_sort: str | None
+    routing_order: Sequence[str] | None
+    extra_body: Mapping[str, Any] | None
+    paused: bool
+
+
 def check_model(model: Any, column: str = "requested_model") -> None:
     """Raise ``ValueError`` unless ``model`` is a non-empty model name the ledger can record."""
     if isinstance(model, str) and not model:
         raise ValueError(f"{column} must be a non-empty model name")
     check_text(column, model, STRING_LIMITS[column])
+
+
+@dataclass(frozen=True, slots=True)
+class Filing:
+    """How one attempt of a call is filed in the ledger, given by whoever drives the
+    call's attempts (the cascade, the gateway): the call's id, this attempt's number
+    (1, 2, …), and the provider and model the call asked for first."""
+
+    call_id: str
+    attempt: int
+    requested_provider: str
+    requested_model: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +149,8 @@ class LazyRecorder:
         return self._recorder
 
 
-def make_call(messages: Sequence[Mapping[str, Any]], options: Mapping[str, Any]) -> Call:
-    """The :class:`Call` for ``chat(messages, **options)`` (options: Call's fields)."""
+def make_call(messages: Sequence[Mapping[str, Any]], **options: Unpack[ChatOptions]) -> Call:
+    """The :class:`Call` for ``chat(messages, **options)``; ``TypeError`` for an unknown option."""
     return Call(messages=messages, **options)
 
 
@@ -193,7 +223,7 @@ def prepare(
     )
     http = provider.build_request(request)
     sent_key, sent_sort, sent_order = sent_values(provider, http.body)
-    content = json.dumps(http.body, separators=(",", ":"), ensure_ascii=False).encode()
+    content = _encode_body(http.body).encode()
     return Prepared(
         call=call,
         target=target,

@@ -49,9 +49,9 @@ import random
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final, Self
+from typing import Any, Final, Self, TypedDict, Unpack
 
-from ledger.attempt import Call, ChatResult, make_call
+from ledger.attempt import Call, ChatOptions, ChatResult, Filing, make_call
 from ledger.client import AsyncClient, Client
 from ledger.client_stream import AsyncChatStream, ChatStream
 from ledger.errors import AllProvidersFailed, ProviderError, StreamInterrupted
@@ -127,14 +127,10 @@ class Plan:
         self._tries += 1
         return self.routes[self._route]
 
-    def filing(self) -> dict[str, Any]:
+    def filing(self) -> Filing:
+        """How the current attempt is filed: this call, its number, the chain's first route."""
         first = self.routes[0]
-        return {
-            "call_id": self.call_id,
-            "attempt": self.attempt,
-            "requested_provider": first.provider,
-            "requested_model": first.model,
-        }
+        return Filing(self.call_id, self.attempt, first.provider, first.model)
 
     def failed(self, exc: ProviderError) -> float:
         """Note a failure; raise it if no fallback may follow, else the seconds to wait."""
@@ -174,6 +170,17 @@ class Plan:
         return self.policy.deadline_s - (self.clock() - self.started)
 
 
+class CascadeSettings(TypedDict, total=False):
+    """How a cascade falls back (the keyword arguments after ``routes``): see
+    :class:`RetryPolicy`; ``default_retry_after_s`` is the hint when no provider sent
+    one; ``seed`` makes the jitter repeatable; ``clock`` is a monotonic clock."""
+
+    retry: RetryPolicy | None
+    default_retry_after_s: float
+    seed: int | None
+    clock: Callable[[], float]
+
+
 class _CascadeBase:
     def __init__(
         self,
@@ -199,15 +206,22 @@ class _CascadeBase:
 class Cascade(_CascadeBase):
     """``Cascade(client, routes).chat(messages, session_id=…, actor_id=…)``; see the module doc."""
 
-    def __init__(self, client: Client, routes: Sequence[Route] = DEFAULT_CHAIN, **kw: Any) -> None:
-        super().__init__(routes, **kw)
+    def __init__(
+        self,
+        client: Client,
+        routes: Sequence[Route] = DEFAULT_CHAIN,
+        **settings: Unpack[CascadeSettings],
+    ) -> None:
+        super().__init__(routes, **settings)
         self.client = client
         for route in self.routes:  # ProviderConfigurationError now, not at the first 429
             client.provider(route.provider)
 
-    def chat(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> ChatResult:
-        """One call through the chain. ``options``: the fields of :class:`~ledger.attempt.Call`."""
-        return self.run(make_call(messages, options))
+    def chat(
+        self, messages: Sequence[Mapping[str, Any]], **options: Unpack[ChatOptions]
+    ) -> ChatResult:
+        """One call through the chain. ``options``: see :class:`~ledger.attempt.ChatOptions`."""
+        return self.run(make_call(messages, **options))
 
     def run(self, call: Call) -> ChatResult:
         """:meth:`chat` for a prepared :class:`~ledger.attempt.Call`: the result of the first
@@ -225,7 +239,7 @@ class Cascade(_CascadeBase):
                     provider=route.provider,
                     model=route.model,
                     timeout=plan.timeout(),
-                    **plan.filing(),
+                    filing=plan.filing(),
                 )
             except ProviderError as exc:
                 if delay := plan.failed(exc):
@@ -234,9 +248,11 @@ class Cascade(_CascadeBase):
             return replace(result, failed_attempts=tuple(plan.errors))
         raise plan.exhausted(call.locale)
 
-    def stream(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> CascadeStream:
+    def stream(
+        self, messages: Sequence[Mapping[str, Any]], **options: Unpack[ChatOptions]
+    ) -> CascadeStream:
         """A streamed call: falls back until a route yields its first token, then commits."""
-        return CascadeStream(self, make_call(messages, options))
+        return CascadeStream(self, make_call(messages, **options))
 
 
 class _Committed:
@@ -258,7 +274,7 @@ def _cascade_deltas(cascade: Cascade, call: Call, state: _Committed) -> Generato
             provider=route.provider,
             model=route.model,
             timeout=plan.timeout(),
-            **plan.filing(),
+            filing=plan.filing(),
         )
         try:
             stream.__enter__()
@@ -320,16 +336,21 @@ class AsyncCascade(_CascadeBase):
     """The asynchronous :class:`Cascade`, over an :class:`~ledger.client.AsyncClient`."""
 
     def __init__(
-        self, client: AsyncClient, routes: Sequence[Route] = DEFAULT_CHAIN, **kw: Any
+        self,
+        client: AsyncClient,
+        routes: Sequence[Route] = DEFAULT_CHAIN,
+        **settings: Unpack[CascadeSettings],
     ) -> None:
-        super().__init__(routes, **kw)
+        super().__init__(routes, **settings)
         self.client = client
         for route in self.routes:  # ProviderConfigurationError now, not at the first 429
             client.provider(route.provider)
 
-    async def chat(self, messages: Sequence[Mapping[str, Any]], **options: Any) -> ChatResult:
-        """One call through the chain. ``options``: the fields of :class:`~ledger.attempt.Call`."""
-        return await self.run(make_call(messages, options))
+    async def chat(
+        self, messages: Sequence[Mapping[str, Any]], **options: Unpack[ChatOptions]
+    ) -> ChatResult:
+        """One call through the chain. ``options``: see :class:`~ledger.attempt.ChatOptions`."""
+        return await self.run(make_call(messages, **options))
 
     async def run(self, call: Call) -> ChatResult:
         """The asynchronous :meth:`Cascade.run` (same result, same errors)."""
@@ -341,7 +362,7 @@ class AsyncCascade(_CascadeBase):
                     provider=route.provider,
                     model=route.model,
                     timeout=plan.timeout(),
-                    **plan.filing(),
+                    filing=plan.filing(),
                 )
             except ProviderError as exc:
                 if delay := plan.failed(exc):
@@ -351,10 +372,10 @@ class AsyncCascade(_CascadeBase):
         raise plan.exhausted(call.locale)
 
     async def stream(
-        self, messages: Sequence[Mapping[str, Any]], **options: Any
+        self, messages: Sequence[Mapping[str, Any]], **options: Unpack[ChatOptions]
     ) -> AsyncCascadeStream:
         """Open a streamed call: returns once a route has produced its first token."""
-        return await AsyncCascadeStream.open(self, make_call(messages, options))
+        return await AsyncCascadeStream.open(self, make_call(messages, **options))
 
 
 class AsyncCascadeStream:
@@ -376,7 +397,7 @@ class AsyncCascadeStream:
                 provider=route.provider,
                 model=route.model,
                 timeout=plan.timeout(),
-                **plan.filing(),
+                filing=plan.filing(),
             )
             try:
                 await stream.__aenter__()

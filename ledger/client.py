@@ -13,7 +13,7 @@ ledger row per attempt.
 
 :meth:`Client.attempt` / :meth:`Client.attempt_stream` are the single-attempt
 primitive (build, send, parse, record one row filed under the caller's
-``call_id``/``attempt``/``requested_provider``); :meth:`Client.chat` is one
+:class:`~ledger.attempt.Filing`); :meth:`Client.chat` is one
 attempt under a fresh call id. A failed attempt raises a
 :class:`~ledger.errors.ProviderError` whose ``event`` is the recorded row.
 
@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, Self
+from typing import TYPE_CHECKING, Any, NoReturn, Self, Unpack
 
 import httpx
 
 from ledger.attempt import (
     Attempt,
     Call,
+    ChatOptions,
     ChatResult,
+    Filing,
     LazyRecorder,
     Prepared,
     Recorder,  # re-exported: ``ledger.client.Recorder`` is where callers find it
@@ -46,7 +48,7 @@ from ledger.attempt import (
     prepare,
     result_of,
 )
-from ledger.client_stream import AsyncChatStream, ChatStream
+from ledger.client_stream import AsyncChatStream, ChatStream, request_url
 from ledger.clock import SYSTEM_CLOCK, Clock
 from ledger.errors import (
     MalformedResponse,
@@ -140,20 +142,23 @@ class _Base:
         model: str,
         stream: bool,
         timeout: float | None = None,
-        **filing: Any,
+        filing: Filing | None = None,
     ) -> Prepared:
         call.check(model=model)
         chosen = self.provider(provider or self.default_provider)
-        target = Attempt(
-            provider=chosen,
-            model=model,
-            call_id=filing.get("call_id") or new_id(),
-            attempt=filing.get("attempt", 1),
-            requested_provider=filing.get("requested_provider") or chosen.name,
-            requested_model=filing.get("requested_model") or model,
-        )
-        if target.requested_model is not model:
-            check_model(target.requested_model)
+        if filing is None:
+            target = Attempt(chosen, model, new_id(), 1, chosen.name, model)
+        else:
+            target = Attempt(
+                chosen,
+                model,
+                filing.call_id,
+                filing.attempt,
+                filing.requested_provider,
+                filing.requested_model,
+            )
+            if filing.requested_model is not model:
+                check_model(filing.requested_model)
         prep = prepare(call, target, stream=stream, session_prefix=self.session_prefix)
         prep.timeout = timeout
         if self.guard is not None:
@@ -299,10 +304,10 @@ class Client(_Base):
         *,
         model: str,
         provider: str | None = None,
-        **options: Any,
+        **options: Unpack[ChatOptions],
     ) -> ChatResult:
-        """One call, one attempt. ``options``: the fields of :class:`~ledger.attempt.Call`."""
-        return self.attempt(make_call(messages, options), provider=provider, model=model)
+        """One call, one attempt. ``options``: see :class:`~ledger.attempt.ChatOptions`."""
+        return self.attempt(make_call(messages, **options), provider=provider, model=model)
 
     def stream(
         self,
@@ -310,10 +315,10 @@ class Client(_Base):
         *,
         model: str,
         provider: str | None = None,
-        **options: Any,
+        **options: Unpack[ChatOptions],
     ) -> ChatStream:
         """One streamed call; see :class:`ChatStream`."""
-        return self.attempt_stream(make_call(messages, options), provider=provider, model=model)
+        return self.attempt_stream(make_call(messages, **options), provider=provider, model=model)
 
     def attempt(
         self,
@@ -322,10 +327,10 @@ class Client(_Base):
         provider: str | None,
         model: str,
         timeout: float | None = None,
-        **filing: Any,
+        filing: Filing | None = None,
     ) -> ChatResult:
-        """Send one attempt and record its row; ``filing``: call_id, attempt,
-        requested_provider, requested_model (defaults: a new call, attempt 1, this target).
+        """Send one attempt and record its row, filed as ``filing`` says (None: a new
+        call, attempt 1, requested as this target).
 
         ``timeout`` (seconds) caps each phase of this attempt (connect, write, each read,
         pool wait) below the client's own timeouts: a cascade passes its remaining
@@ -333,7 +338,7 @@ class Client(_Base):
         record, :class:`~ledger.errors.ProviderError` (row recorded) when the attempt fails.
         """
         prep = self._prepare(
-            call, provider=provider, model=model, stream=False, timeout=timeout, **filing
+            call, provider=provider, model=model, stream=False, timeout=timeout, filing=filing
         )
         prep.started_at = self.clock.now()
         t0 = self.clock.monotonic()
@@ -341,7 +346,7 @@ class Client(_Base):
             with map_transport_errors(prep.target.provider.name):
                 response = self.http.request(
                     prep.method,
-                    prep.url,
+                    request_url(prep.url),
                     headers=prep.headers,
                     content=prep.content,
                     timeout=self.timeout_for(prep),
@@ -360,13 +365,13 @@ class Client(_Base):
         provider: str | None,
         model: str,
         timeout: float | None = None,
-        **filing: Any,
+        filing: Filing | None = None,
     ) -> ChatStream:
         """One streamed attempt, filed like :meth:`attempt`; nothing is sent until the
         stream is entered or iterated. Its row is recorded when it ends, fails, is
         closed, or is dropped unfinished (see :class:`~ledger.client_stream.ChatStream`)."""
         prep = self._prepare(
-            call, provider=provider, model=model, stream=True, timeout=timeout, **filing
+            call, provider=provider, model=model, stream=True, timeout=timeout, filing=filing
         )
         return ChatStream(self, prep)
 
@@ -421,10 +426,10 @@ class AsyncClient(_Base):
         *,
         model: str,
         provider: str | None = None,
-        **options: Any,
+        **options: Unpack[ChatOptions],
     ) -> ChatResult:
-        """One call, one attempt. ``options``: the fields of :class:`~ledger.attempt.Call`."""
-        return await self.attempt(make_call(messages, options), provider=provider, model=model)
+        """One call, one attempt. ``options``: see :class:`~ledger.attempt.ChatOptions`."""
+        return await self.attempt(make_call(messages, **options), provider=provider, model=model)
 
     def stream(
         self,
@@ -432,10 +437,10 @@ class AsyncClient(_Base):
         *,
         model: str,
         provider: str | None = None,
-        **options: Any,
+        **options: Unpack[ChatOptions],
     ) -> AsyncChatStream:
         """One streamed call: ``async with client.stream(…) as s: async for text in s``."""
-        return self.attempt_stream(make_call(messages, options), provider=provider, model=model)
+        return self.attempt_stream(make_call(messages, **options), provider=provider, model=model)
 
     async def attempt(
         self,
@@ -444,11 +449,11 @@ class AsyncClient(_Base):
         provider: str | None,
         model: str,
         timeout: float | None = None,
-        **filing: Any,
+        filing: Filing | None = None,
     ) -> ChatResult:
         """The asynchronous :meth:`Client.attempt` (same filing, timeout and errors)."""
         prep = self._prepare(
-            call, provider=provider, model=model, stream=False, timeout=timeout, **filing
+            call, provider=provider, model=model, stream=False, timeout=timeout, filing=filing
         )
         prep.started_at = self.clock.now()
         t0 = self.clock.monotonic()
@@ -456,7 +461,7 @@ class AsyncClient(_Base):
             with map_transport_errors(prep.target.provider.name):
                 response = await self.http.request(
                     prep.method,
-                    prep.url,
+                    request_url(prep.url),
                     headers=prep.headers,
                     content=prep.content,
                     timeout=self.timeout_for(prep),
@@ -475,11 +480,11 @@ class AsyncClient(_Base):
         provider: str | None,
         model: str,
         timeout: float | None = None,
-        **filing: Any,
+        filing: Filing | None = None,
     ) -> AsyncChatStream:
         """The asynchronous :meth:`Client.attempt_stream`."""
         prep = self._prepare(
-            call, provider=provider, model=model, stream=True, timeout=timeout, **filing
+            call, provider=provider, model=model, stream=True, timeout=timeout, filing=filing
         )
         return AsyncChatStream(self, prep)
 

@@ -15,8 +15,8 @@ import dataclasses
 import datetime as dt
 import json
 import math
+import os
 import re
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -72,8 +72,17 @@ _STRING_FIELDS: Final = tuple(STRING_LIMITS.items())
 
 
 def new_id() -> str:
-    """A fresh UUID4 in its canonical 36-character form."""
-    return str(uuid.uuid4())
+    """A fresh UUID4 in its canonical 36-character form.
+
+    ``str(uuid.uuid4())`` builds a 128-bit int and a UUID object on the way (~6 µs,
+    twice per client call); this sets the same version and variant bits on the
+    same 16 random bytes and formats their hex directly.
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # variant RFC 4122
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 @dataclass(slots=True, kw_only=True)

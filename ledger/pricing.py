@@ -87,16 +87,62 @@ _TOKEN_KEYS: Final = frozenset(
 _MTOK: Final = Decimal(1_000_000)
 
 
-def _rate(price: Any, total_input: int) -> Decimal | None:
+#: One token rate of a price: (key, base rate, tiers as (start, rate) highest first).
+_Rate = tuple[str, Decimal, tuple[tuple[int, Any], ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What one price object offers, read once: the keys it has a value for, and its
+    token rates (None when it is not a sum of token counts x rates)."""
+
+    keys: frozenset[str]
+    rates: tuple[_Rate, ...] | None
+
+
+# Per price object: the bundled table's objects live as long as the process and are
+# priced on every call, so their shape is read once (id() with the object kept, so an
+# id is never reused while cached; bounded, in case a caller builds prices per call).
+_shapes: dict[int, tuple[Any, _Shape]] = {}
+_MAX_SHAPES: Final = 4096
+
+
+def _shape_of(prices: Any) -> _Shape:
+    cached = _shapes.get(id(prices))
+    if cached is not None and cached[0] is prices:
+        return cached[1]
+    fields = {key: value for key, value in vars(prices).items() if value is not None}
+    shape = _Shape(frozenset(fields), _token_rates(fields))
+    if len(_shapes) >= _MAX_SHAPES:
+        _shapes.clear()
+    _shapes[id(prices)] = (prices, shape)
+    return shape
+
+
+def _token_rates(fields: dict[str, Any]) -> tuple[_Rate, ...] | None:
+    rates: list[_Rate] = []
+    for key, value in fields.items():
+        if key.startswith("_"):
+            continue
+        if key in _TOKEN_KEYS:
+            if isinstance(value, Decimal):
+                rates.append((key, value, ()))
+                continue
+            base, tiers = getattr(value, "base", None), getattr(value, "tiers", None)
+            if not isinstance(base, Decimal) or not isinstance(tiers, list):
+                return None
+            ordered = sorted(tiers, key=lambda t: t.start, reverse=True)
+            rates.append((key, base, tuple((t.start, t.price) for t in ordered)))
+        elif key == "requests_kcount" or not key.endswith(("_mtok", "_kcount")):
+            return None
+    return tuple(rates)
+
+
+def _rate(base: Decimal, tiers: tuple[tuple[int, Any], ...], total_input: int) -> Decimal | None:
     """A per-million rate; a tiered price uses the tier the whole input falls in ("cliff")."""
-    if isinstance(price, Decimal):
-        return price
-    base, tiers = getattr(price, "base", None), getattr(price, "tiers", None)
-    if not isinstance(base, Decimal) or not isinstance(tiers, list):
-        return None
-    for tier in sorted(tiers, key=lambda t: t.start, reverse=True):
-        if total_input > tier.start:
-            return tier.price if isinstance(tier.price, Decimal) else None
+    for start, price in tiers:
+        if total_input > start:
+            return price if isinstance(price, Decimal) else None
     return base
 
 
@@ -107,7 +153,7 @@ def missing_rates(prices: Any, usage: Usage) -> tuple[str, ...]:
     discount, audio at a premium); pricing it at another rate is a guess, so a
     cost with any of these is ``incomplete``, not ``computed``.
     """
-    has = {key for key, value in vars(prices).items() if value is not None}
+    has = _shape_of(prices).keys
     write_1h = min(usage.cache_write_1h_tokens, usage.cache_write_tokens)
     needed = (
         ("cache read", usage.cache_read_tokens - usage.cache_audio_read_tokens, "cache_read_mtok"),
@@ -138,17 +184,15 @@ def _linear_price(prices: Any, usage: Usage) -> Decimal | None:
     unknown price shapes, 1-hour writes on a model without a 1-hour rate) goes
     to genai-prices itself.
     """
+    shape = _shape_of(prices).rates
+    if shape is None:
+        return None
     rates: dict[str, Decimal] = {}
-    for key, value in vars(prices).items():
-        if value is None or key.startswith("_"):
-            continue
-        if key in _TOKEN_KEYS:
-            rate = _rate(value, usage.input_tokens)
-            if rate is None:
-                return None
-            rates[key] = rate
-        elif key == "requests_kcount" or not key.endswith(("_mtok", "_kcount")):
+    for key, base, tiers in shape:
+        rate = _rate(base, tiers, usage.input_tokens)
+        if rate is None:
             return None
+        rates[key] = rate
     read, write = usage.cache_read_tokens, usage.cache_write_tokens
     audio_read = min(usage.cache_audio_read_tokens, read)
     audio_in = max(usage.input_audio_tokens, audio_read) - audio_read  # uncached audio

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from ledger import pricing
-from ledger.attempt import Call
+from ledger.attempt import Call, Filing
 from ledger.client import Client
 from ledger.errors import (
     MalformedResponse,
@@ -258,10 +258,7 @@ def test_attempt_files_the_row_under_the_callers_call_id(server: LoopbackLLM, ro
             Call(messages=MESSAGES),
             provider="anthropic",
             model="claude-haiku",
-            call_id=call_id,
-            attempt=2,
-            requested_provider="openai",
-            requested_model="gpt-4o-mini",
+            filing=Filing(call_id, 2, requested_provider="openai", requested_model="gpt-4o-mini"),
         )
     event = rows.only
     assert (event.call_id, event.attempt) == (call_id, 2)

@@ -3,11 +3,13 @@ blames for an OpenRouter error: review findings A, B and F, against a loopback s
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
 import pytest
 
+from ledger.attempt import Call, ChatOptions, Filing
 from ledger.errors import RateLimited
 from ledger.instrument import context
 from tests.llm_loopback import LoopbackLLM, Reply, Rows
@@ -160,3 +162,24 @@ def test_gemini_gets_the_text_of_content_blocks_as_parts(server: LoopbackLLM, ro
         "parts": [{"text": "You review incident reports.\n\nLong shared context…"}]
     }
     assert body["contents"] == [{"role": "user", "parts": [{"text": "Hi"}, {"text": "!"}]}]
+
+
+def test_the_typed_options_are_exactly_the_calls_fields() -> None:
+    """``chat(**options)`` is typed by ChatOptions: it may not drift from what a Call holds."""
+    fields = {f.name for f in dataclasses.fields(Call)} - {"messages"}
+    assert set(ChatOptions.__annotations__) == fields
+
+
+def test_an_unknown_option_is_refused_before_sending(server: LoopbackLLM, rows: Rows) -> None:
+    with client_for(server, rows, "openai") as client, pytest.raises(TypeError, match="sesion"):
+        client.chat(MESSAGES, model="gpt-4o-mini", **{"sesion_id": "s"})  # type: ignore[call-arg]
+    assert server.requests == [] and rows.events == []
+
+
+def test_a_filing_with_an_unrecordable_requested_model_is_never_sent(
+    server: LoopbackLLM, rows: Rows
+) -> None:
+    filing = Filing("0b7e3a4c-1f7d-4a7e-9d1e-3f2b6c9a8e01", 1, "openai", "m\x00")
+    with client_for(server, rows, "openai") as client, pytest.raises(ValueError):
+        client.attempt(Call(MESSAGES), provider="openai", model="gpt-4o-mini", filing=filing)
+    assert server.requests == [] and rows.events == []

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import uuid
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
-from ledger.events import UsageEvent, to_row
+from ledger.events import UsageEvent, new_id, to_row
 from ledger.schema import EVENT_COLUMNS
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
@@ -140,3 +141,12 @@ def test_invalid_events_raise_naming_field_and_value(
 def test_event_ids_are_generated_when_absent_and_distinct() -> None:
     a, b = event(), event()
     assert a.event_id != b.event_id and len(a.event_id) == 36
+
+
+def test_new_ids_are_distinct_canonical_uuid4s() -> None:
+    ids = [new_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for value in ids:
+        parsed = uuid.UUID(value)
+        assert str(parsed) == value
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)

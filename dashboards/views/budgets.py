@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 
 import altair as alt
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
 from dashboards import data, fmt

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import altair as alt
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
 from dashboards import charts, data, filters, fmt, notices, summary
@@ -32,7 +32,7 @@ def headline(by_agent: pd.DataFrame) -> None:
     cols[3].metric("Response-cache hits", fmt.count(int(by_agent["response_cache_hits"].sum())))
 
 
-def rate_bars(frame: pd.DataFrame, category: str, rate: str) -> alt.LayerChart:
+def rate_bars(frame: pd.DataFrame, category: str, rate: str) -> alt.LayerChart | alt.FacetChart:
     """``rate`` per ``category`` with and without the key, as horizontal bars (they stay
     readable on a phone); each bar labelled with its sample (calls), so a 5-call bar does
     not pass for a 5,000-call one."""

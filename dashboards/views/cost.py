@@ -7,7 +7,7 @@ from decimal import Decimal
 from typing import Final
 
 import altair as alt
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
 from dashboards import charts, data, filters, fmt, notices, summary

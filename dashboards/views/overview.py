@@ -12,7 +12,7 @@ import datetime as dt
 from typing import Any
 
 import altair as alt
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
 from dashboards import charts, data, filters, fmt, notices, summary, verdicts

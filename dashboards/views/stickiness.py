@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import altair as alt
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
 from dashboards import charts, data, filters, fmt, notices, summary
@@ -103,7 +103,8 @@ def timeline_chart(attempts: pd.DataFrame, moves: pd.DataFrame) -> alt.LayerChar
                      alt.Tooltip("gap_s:Q", format=",.0f", title="gap (s)")],
         )
     )  # fmt: skip
-    return alt.layer(rules, points).resolve_scale(color="independent").properties(height=260)
+    layered: alt.LayerChart = alt.layer(rules, points).resolve_scale(color="independent")
+    return layered.properties(height=260)
 
 
 def _picked(key: str) -> int | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import altair as alt
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
 from dashboards import charts, data, filters, fmt, notices
@@ -89,7 +89,7 @@ def scorecard_chart(card: pd.DataFrame) -> alt.Chart:
     if shown["error_rate"].fillna(0).eq(0).all():
         y = alt.Y("error_rate:Q", title="error rate (none failed)",
                   axis=alt.Axis(format="%", values=[0]))  # fmt: skip
-    return (
+    chart: alt.Chart = (
         alt.Chart(shown)
         .mark_circle(opacity=0.8)
         .encode(
@@ -107,6 +107,7 @@ def scorecard_chart(card: pd.DataFrame) -> alt.Chart:
         )
         .properties(height=260)
     )  # fmt: skip
+    return chart
 
 
 def model_section(model: str, card: pd.DataFrame, verdict: pd.DataFrame) -> None:

@@ -52,11 +52,10 @@ from ledger.errors import (
 )
 from ledger.events import UsageEvent, new_id
 from ledger.instrument.context import Context
-from ledger.instrument.recognise import Endpoint, Recognised, Recogniser, refine
+from ledger.instrument.recognise import Recognised, Recogniser, refine
 from ledger.price_overrides import NO_OVERRIDES, PriceBook, load_prices
 from ledger.providers import Provider, make_provider, wire
-from ledger.providers.base import ChatRequest, Parsed, StreamParser
-from ledger.providers.openai_compat import OpenAIStyleProvider
+from ledger.providers.base import ChatRequest, Endpoint, Parsed, Parsers, StreamParser
 from ledger.session_key import DEFAULT_PREFIX, session_key
 
 log = logging.getLogger("ledger.instrument")
@@ -253,9 +252,7 @@ class Meter:
 def usage_asked(provider: Provider, data: Mapping[str, Any]) -> bool:
     """Whether a chat request will get usage back: not streamed, a provider that does
     not take ``stream_options`` (Mistral streams usage unasked), or it asked for it."""
-    if data.get("stream") is not True or not isinstance(provider, OpenAIStyleProvider):
-        return True
-    if not provider.sends_stream_options:
+    if data.get("stream") is not True or not provider.sends_stream_options:
         return True
     return wire.obj(data.get("stream_options")).get("include_usage") is True
 
@@ -351,16 +348,11 @@ def _ms(since: float) -> float:
     return (time.perf_counter() - since) * 1000.0
 
 
-def _parsers(
-    provider: Provider, endpoint: Endpoint
-) -> tuple[Callable[[bytes], Parsed], Callable[[], StreamParser]]:
-    """The provider's parsers for the endpoint's wire format (whole body, stream)."""
-    if endpoint == "responses" and isinstance(provider, OpenAIStyleProvider):
-        return provider.parse_responses, provider.responses_stream_parser
-    if isinstance(provider, OpenAIStyleProvider):
-        # The SDK reads the text itself: parse only what the row needs.
-        return provider.parse_response, provider.usage_stream_parser
-    return provider.parse_response, provider.stream_parser
+def _parsers(provider: Provider, endpoint: Endpoint) -> Parsers:
+    """The parsers the provider declares for the endpoint's wire format; its own when it
+    declares none (a URL mapped to a provider that speaks another format)."""
+    declared = provider.parsers(endpoint)
+    return declared or Parsers(provider.parse_response, provider.stream_parser)
 
 
 class Exchange:
@@ -380,7 +372,8 @@ class Exchange:
         self.meter = meter
         self.prep = prep
         self.timeouts = timeouts
-        self._parse_body, self._new_stream_parser = _parsers(prep.target.provider, endpoint)
+        parsers = _parsers(prep.target.provider, endpoint)
+        self._parse_body, self._new_stream_parser = parsers.body, parsers.stream
         self.t0 = time.perf_counter()
         prep.started_at = dt.datetime.now(dt.UTC)
         self.status: int | None = None

@@ -29,20 +29,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from ledger.errors import ProviderConfigurationError
 from ledger.providers import PROVIDERS
-
-Endpoint = Literal["chat", "responses", "messages"]
+from ledger.providers.base import Endpoint
 
 _CHAT: Final = "/chat/completions"
 _MESSAGES: Final = "/v1/messages"
 _RESPONSES: Final = "/responses"
 _V1_RESPONSES: Final = "/v1/responses"
-#: Providers whose APIs are not the OpenAI family's, so have no Responses API to parse.
-_NOT_OPENAI_FAMILY: Final = frozenset({"anthropic", "gemini"})
 _AZURE_HOSTS: Final = (".openai.azure.com", ".cognitiveservices.azure.com")
 #: Request fields only OpenRouter defines (a proxy in front of it keeps them).
 _OPENROUTER_FIELDS: Final = ("provider", "models", "transforms", "plugins", "session_id")
@@ -150,8 +147,8 @@ class Recogniser:
 
     def _responses(self, url: str, host: str, path: str) -> Recognised | None:
         named = self._named(url, host)
-        if named in _NOT_OPENAI_FAMILY:
-            return None
+        if named is not None and "responses" not in PROVIDERS[named].endpoints:
+            return None  # the provider named has no Responses API to parse
         base = _base(url, path, _RESPONSES)
         if named is not None:
             return Recognised(named, base, "responses")

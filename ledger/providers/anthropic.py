@@ -217,6 +217,7 @@ def system_prompt(contents: list[Any]) -> str | list[Any]:
 class AnthropicProvider(Provider):
     name = "anthropic"
     family = "anthropic_messages"
+    endpoints = frozenset({"messages"})
     capabilities = Capabilities(
         sticky_session=False,
         prompt_caching="explicit",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar, Literal, Protocol
@@ -22,6 +22,9 @@ from typing import Any, ClassVar, Literal, Protocol
 from ledger.errors import ProviderConfigurationError
 
 PromptCaching = Literal["none", "implicit", "explicit"]
+#: The wire formats a request seen on the wire can speak, named by their endpoint:
+#: ``…/chat/completions``, ``…/responses`` (OpenAI's Responses API), ``…/v1/messages``.
+Endpoint = Literal["chat", "responses", "messages"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +185,15 @@ class StreamParser(Protocol):
     def finish(self) -> Parsed: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Parsers:
+    """A provider's parsers for one endpoint's responses: a whole body, and a fresh
+    incremental parser for a stream."""
+
+    body: Callable[[bytes], Parsed]
+    stream: Callable[[], StreamParser]
+
+
 class Provider(ABC):
     """One provider: its name, capabilities, request building and parsing.
 
@@ -199,6 +211,13 @@ class Provider(ABC):
     api_key_required: ClassVar[bool] = True
     #: The provider id genai-prices knows this provider by (None: match by URL or model).
     prices_provider_id: ClassVar[str | None] = None
+    #: The endpoints whose responses :meth:`parsers` reads, for calls ledger did not
+    #: build itself (the metering transport, the gateway). A provider declaring more
+    #: than one overrides :meth:`parsers` to say which parser reads which.
+    endpoints: ClassVar[frozenset[Endpoint]] = frozenset()
+    #: Whether the API takes ``stream_options.include_usage``: if so, a streamed call
+    #: reports usage only when it asks (others report it unasked, or reject the field).
+    sends_stream_options: ClassVar[bool] = False
 
     def __init__(self, *, api_key: str | None = None, base_url: str | None = None) -> None:
         self._check_declaration()
@@ -215,11 +234,16 @@ class Provider(ABC):
             raise ProviderConfigurationError(f"{self.name}: no API key; pass api_key{where}")
 
     def _check_declaration(self) -> None:
-        hook = type(self).place_session_key
-        if self.capabilities.sticky_session and hook is Provider.place_session_key:
+        cls = type(self)
+        if self.capabilities.sticky_session and cls.place_session_key is Provider.place_session_key:
             raise ProviderConfigurationError(
-                f"{type(self).__name__} declares sticky_session but does not override "
+                f"{cls.__name__} declares sticky_session but does not override "
                 "place_session_key(), so the session key would never reach the provider"
+            )
+        if len(self.endpoints) > 1 and cls.parsers is Provider.parsers:
+            raise ProviderConfigurationError(
+                f"{cls.__name__} declares endpoints {sorted(self.endpoints)} but does not "
+                "override parsers(), so every endpoint would be read as one wire format"
             )
 
     def __repr__(self) -> str:
@@ -262,6 +286,16 @@ class Provider(ABC):
     @abstractmethod
     def stream_parser(self) -> StreamParser:
         """A fresh incremental parser for one streamed response."""
+
+    def parsers(self, endpoint: Endpoint) -> Parsers | None:
+        """The parsers for a response from ``endpoint`` to a call ledger did not build
+        (usage, identity and errors; the text only where the wire format needs it), or
+        None when this provider does not declare the endpoint. By default a provider
+        with one endpoint reads it with :meth:`parse_response` and :meth:`stream_parser`.
+        """
+        if endpoint not in self.endpoints:
+            return None
+        return Parsers(self.parse_response, self.stream_parser)
 
     @classmethod
     def describe(cls) -> dict[str, Any]:

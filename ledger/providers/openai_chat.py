@@ -25,18 +25,17 @@ def normalise_usage(raw: dict[str, Any], problems: list[str]) -> Usage:
     cache_read = wire.count(raw.get("prompt_cache_hit_tokens"))  # DeepSeek's documented field
     if cache_read is None:
         cache_read = wire.count(prompt.get("cached_tokens"))
+    audio_in = wire.count(prompt.get("audio_tokens"))
+    audio_out = wire.count(completion.get("audio_tokens"))
     return wire.UsageBuilder(problems).build(
         input_tokens=wire.count(raw.get("prompt_tokens")),
         output_tokens=wire.count(raw.get("completion_tokens")),
         cache_read=cache_read,
         cache_write=wire.count(prompt.get("cache_write_tokens")),
         reasoning=wire.count(completion.get("reasoning_tokens")),
-        input_audio=wire.count(prompt.get("audio_tokens")),
-        output_audio=wire.count(completion.get("audio_tokens")),
-        modalities=[
-            ("input", "audio", wire.count(prompt.get("audio_tokens"))),
-            ("output", "audio", wire.count(completion.get("audio_tokens"))),
-        ],
+        input_audio=audio_in,
+        output_audio=audio_out,
+        modalities=[("input", "audio", audio_in), ("output", "audio", audio_out)],
     )
 
 

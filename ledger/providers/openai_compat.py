@@ -18,7 +18,8 @@ One wire format with per-provider differences:
 * Azure addresses a deployment in the URL and authenticates with ``api-key``.
 * The Responses API (``POST …/responses``) is the family's second wire format:
   its parsers live in :mod:`ledger.providers.openai_responses` and every provider
-  here exposes them as ``parse_responses`` / ``responses_stream_parser``.
+  here exposes them as ``parse_responses`` / ``responses_stream_parser`` and declares
+  them for the ``responses`` endpoint in ``parsers()``.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ from urllib.parse import quote
 from ledger.providers.base import (
     Capabilities,
     ChatRequest,
+    Endpoint,
     ErrorBody,
     HttpRequest,
     Parsed,
+    Parsers,
     Provider,
 )
 from ledger.providers.openai_chat import ChatStreamParser, parse_chat_response, parse_openai_error
@@ -44,9 +47,11 @@ class OpenAIStyleProvider(Provider):
     """Shared request building and parsing for the chat-completions family."""
 
     family = "openai_chat"
+    endpoints = frozenset({"chat", "responses"})
     path: ClassVar[str] = "/chat/completions"
-    #: Whether the API accepts ``stream_options.include_usage`` (Mistral rejects unknown fields).
-    sends_stream_options: ClassVar[bool] = True
+    # The family takes ``stream_options.include_usage`` (Mistral, rejecting unknown
+    # fields, says otherwise).
+    sends_stream_options = True
     max_tokens_field: ClassVar[str] = "max_tokens"
 
     def url(self, request: ChatRequest) -> str:
@@ -90,6 +95,14 @@ class OpenAIStyleProvider(Provider):
     def usage_stream_parser(self) -> ChatStreamParser:
         """A stream parser for usage, identity and errors only (see :class:`ChatStreamParser`)."""
         return ChatStreamParser(reports_upstream=self.capabilities.reports_upstream, text=False)
+
+    def parsers(self, endpoint: Endpoint) -> Parsers | None:
+        if endpoint == "chat":
+            # The caller's SDK reads the text itself: parse only what the row needs.
+            return Parsers(self.parse_response, self.usage_stream_parser)
+        if endpoint == "responses":
+            return Parsers(self.parse_responses, self.responses_stream_parser)
+        return None
 
     # The Responses API (``POST …/responses``), the family's second wire format. Separate
     # methods rather than a sniffing ``parse_response``: the endpoint already says which

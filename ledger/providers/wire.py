@@ -148,11 +148,16 @@ class UsageBuilder:
             cache_audio_read_tokens=audio_read,
             output_audio_tokens=audio_out,
             modalities=tuple(
-                (part, modality, self._clamp(f"{part} {modality} tokens", tokens))
+                (part, modality, self._clamp_modality(part, modality, tokens))
                 for part, modality, tokens in modalities
                 if tokens is not None
             ),
         )
+
+    def _clamp_modality(self, part: str, modality: str, tokens: int) -> int:
+        if 0 <= tokens <= MAX_TOKENS:  # the usual case: no name to format
+            return tokens
+        return self._clamp(f"{part} {modality} tokens", tokens)
 
     def _subset(self, name: str, value: int | None, of: str, limit: int) -> int:
         count = self._clamp(name, value)

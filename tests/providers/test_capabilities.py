@@ -1,16 +1,20 @@
-"""Declared capabilities, and the construction-time check of the sticky-session hook."""
+"""Declared capabilities and parsers, and the construction-time checks of the declarations."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, get_args
 
 import pytest
 from click.testing import CliRunner
 
 from ledger.cli import cli
 from ledger.errors import ProviderConfigurationError
-from ledger.providers import PROVIDERS, Capabilities, ChatRequest
+from ledger.providers import PROVIDERS, AnthropicProvider, Capabilities, ChatRequest
+from ledger.providers.base import Endpoint
 from ledger.providers.openai_compat import OpenAIProvider, OpenAIStyleProvider
+
+ENDPOINTS: tuple[Endpoint, ...] = get_args(Endpoint)
 
 
 def test_sticky_session_is_declared_by_openrouter_only() -> None:
@@ -33,6 +37,46 @@ def test_declaring_sticky_sessions_without_the_hook_fails_at_construction() -> N
 
     with pytest.raises(ProviderConfigurationError, match="place_session_key"):
         Pretender()
+
+
+def test_declaring_two_endpoints_without_saying_which_parser_reads_which_fails() -> None:
+    class Bilingual(AnthropicProvider):
+        name = "bilingual"
+        endpoints = frozenset({"messages", "chat"})
+
+    with pytest.raises(ProviderConfigurationError, match="parsers"):
+        Bilingual(api_key="k")
+
+
+def test_each_provider_declares_the_endpoints_it_parses() -> None:
+    offered = {
+        name: {e for e in ENDPOINTS if cls(api_key="k", base_url="http://h").parsers(e)}
+        for name, cls in PROVIDERS.items()
+    }
+    family = {"chat", "responses"}
+    assert offered == {
+        **{name: family for name in PROVIDERS if name not in ("anthropic", "gemini")},
+        "anthropic": {"messages"},
+        "gemini": set(),
+    }
+    assert all(offered[name] == cls.endpoints for name, cls in PROVIDERS.items())
+
+
+def test_the_declared_responses_parsers_read_the_responses_format() -> None:
+    body = json.dumps(
+        {
+            "object": "response",
+            "model": "gpt-5",
+            "status": "completed",
+            "output": [],
+            "usage": {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10},
+        }
+    ).encode()
+    parsers = OpenAIProvider(api_key="k").parsers("responses")
+    assert parsers is not None
+    usage = parsers.body(body).usage
+    assert usage is not None and (usage.input_tokens, usage.output_tokens) == (7, 3)
+    assert parsers.stream().finish().usage is None
 
 
 def test_a_key_reaches_the_body_only_where_the_capability_is_true() -> None:
