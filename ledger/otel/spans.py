@@ -123,7 +123,9 @@ def _get(obj: Mapping[str, Any], camel: str, default: Any = None) -> Any:
     return obj.get(snake, default)
 
 
-def _list(obj: Mapping[str, Any], camel: str) -> list[Any]:
+def _list(obj: object, camel: str) -> list[Any]:
+    if not isinstance(obj, Mapping):  # e.g. {"arrayValue": "0"}: a value, not an object
+        raise OTLPDecodeError(f"{camel}: expected an object holding it, got {type(obj).__name__}")
     value = _get(obj, camel, [])
     if value is None:
         return []
