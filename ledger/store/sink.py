@@ -8,8 +8,17 @@ The wire rows from :func:`ledger.events.to_row` are already in the drivers'
 native form, so we compile the statement once from the table and hand the
 tuples straight to the DBAPI connection that SQLAlchemy's pool gives us:
 
-* SQLite: one ``executemany`` of ``INSERT … ON CONFLICT (event_id) DO NOTHING``
-  per batch, in one transaction.
+* SQLite: one ``executemany`` into an untyped, unindexed TEMP staging table
+  (in memory), then one ``INSERT … SELECT … ON CONFLICT (event_id) DO NOTHING``
+  into ``token_usage`` and an emptying of the stage, in one transaction. Why
+  not ``executemany`` straight into ``token_usage``: each of its rows is a
+  statement of its own, and the change-log trigger (migration 0003) makes
+  SQLite keep a statement journal for every statement that fires it, which
+  cost 45 % of the writer's rows/s. One statement per batch pays for that
+  journal once, and filling the stage costs less than what it saves
+  (bench/bench_analytics.py ``--writer-only``). The stage's columns have no
+  declared type, so its values reach ``token_usage`` untouched and take that
+  table's affinities exactly as a direct insert's would.
 * PostgreSQL: ``COPY`` straight into ``token_usage``, which streams the batch
   in one round trip at the server's bulk-load speed. A batch holding an event
   stored already (a replay after a crash, ``ledger replay``) fails that COPY on
@@ -36,7 +45,7 @@ from typing import Any, Protocol
 
 from psycopg import sql as pgsql
 from psycopg.errors import UniqueViolation
-from sqlalchemy import Engine, column, select, table
+from sqlalchemy import Engine, column, select, table, true
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ledger.schema import EVENT_COLUMNS, PARTITION_KEY, TABLE_NAME, token_usage
@@ -74,18 +83,38 @@ def rejection_errors(engine: Engine) -> tuple[type[BaseException], ...]:
 class SQLiteSink:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        stmt = sqlite.insert(token_usage).on_conflict_do_nothing(index_elements=["event_id"])
-        self._sql = str(stmt.compile(dialect=engine.dialect, column_keys=list(EVENT_COLUMNS)))
+        stage = table(_STAGE, *(column(c) for c in EVENT_COLUMNS))
+        # The WHERE resolves SQLite's parsing ambiguity of INSERT … SELECT … ON CONFLICT.
+        stmt = (
+            sqlite.insert(token_usage)
+            .from_select(list(EVENT_COLUMNS), select(*stage.c).where(true()))
+            .on_conflict_do_nothing(index_elements=["event_id"])
+        )
+        self._insert_sql = str(stmt.compile(dialect=engine.dialect))
+        names = ", ".join(f'"{c}"' for c in EVENT_COLUMNS)
+        self._create_sql = f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} ({names})"
+        marks = ", ".join("?" * len(EVENT_COLUMNS))
+        self._stage_sql = f"INSERT INTO temp.{_STAGE} VALUES ({marks})"  # noqa: S608
+        self._empty_sql = f"DELETE FROM temp.{_STAGE}"  # noqa: S608
         self._conn: Any = None
+
+    def _connect(self) -> Any:
+        conn = self._engine.raw_connection()
+        cur = conn.cursor()
+        cur.execute("PRAGMA temp_store = MEMORY")  # the stage never touches the disk
+        cur.execute(self._create_sql)
+        return conn
 
     def insert(self, rows: Sequence[Row]) -> int:
         if self._conn is None:
-            self._conn = self._engine.raw_connection()
+            self._conn = self._connect()
         try:
             cur = self._conn.cursor()
-            cur.executemany(self._sql, rows)
-            # sqlite3 sums executemany's changes; a skipped conflict changes nothing.
+            cur.executemany(self._stage_sql, rows)
+            cur.execute(self._insert_sql)
+            # A skipped conflict changes nothing, so this counts the new rows.
             inserted = max(cur.rowcount, 0)
+            cur.execute(self._empty_sql)
             self._conn.commit()
         except BaseException:
             self.close()
