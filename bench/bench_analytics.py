@@ -24,6 +24,17 @@ of them commits its late row) with the median of a sync with nothing new
 (target <= 0.2 s at 1M rows) and of a sync of one late row (target <= 0.5 s);
 then the ledger's writer with its change-log triggers enabled and disabled,
 medians of interleaved rounds (target: <= 10 % fewer rows/s).
+
+``--writer-only``: the SQLite writer into a ledger with its change log and into
+one without (the baseline), and the old direct ``executemany`` path, interleaved
+batch by batch (issue 22: the log costs <= 10 % rows/s).
+
+``--first-sync``: the first sync next to a bare copy (the ledger's rows through
+ADBC as Arrow into a DuckDB table, nothing else), each run in a fresh process
+so its peak RSS is its own, alternating; medians (issue 20: <= 1.5x, <= 2 GiB).
+
+From a worktree other than the one the venv is installed from, run these with
+``PYTHONPATH=.`` so ``ledger`` is imported from the worktree.
 """
 
 from __future__ import annotations
