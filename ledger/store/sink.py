@@ -20,7 +20,9 @@ tuples straight to the DBAPI connection that SQLAlchemy's pool gives us:
   and logs the batch, and creates it again from its own SQL before commit:
   SQLite's DDL is transactional and it has one writer, so no other connection
   ever sees the table without it, and an insert by anyone else is logged by
-  it as before. Updates and deletes keep their triggers. The stage's columns
+  it as before (each batch bumps the schema cookie, so other connections
+  re-read a schema of a few tables once). Updates and deletes keep their
+  triggers. The stage's columns
   have no declared type, so its values reach ``token_usage`` untouched and take
   that table's affinities as a direct insert's would; one INSERT … SELECT also
   costs less than one statement per row.
