@@ -24,26 +24,49 @@ of them commits its late row) with the median of a sync with nothing new
 (target <= 0.2 s at 1M rows) and of a sync of one late row (target <= 0.5 s);
 then the ledger's writer with its change-log triggers enabled and disabled,
 medians of interleaved rounds (target: <= 10 % fewer rows/s).
+
+``--writer-only``: the SQLite writer into a ledger with its change log and into
+one without (the baseline), and the old direct ``executemany`` path, interleaved
+batch by batch (issue 22: the log costs <= 10 % rows/s).
+
+``--first-sync``: the first sync next to a bare copy (the ledger's rows through
+ADBC as Arrow into a DuckDB table, nothing else), each run in a fresh process
+so its peak RSS is its own, alternating; medians (issue 20: <= 1.5x, <= 2 GiB).
+
+From a worktree other than the one the venv is installed from, run these with
+``PYTHONPATH=.`` so ``ledger`` is imported from the worktree.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import resource
 import sqlite3
+import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import adbc_driver_sqlite.dbapi
+import bench_ledger  # beside this script
 import duckdb
 import pandas as pd
+import pyarrow as pa
 import sync_bench_pg  # beside this script
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import make_url
 
 from ledger.analytics import VIEW_NAMES, Analytics
-from ledger.schema import TABLE_NAME
+from ledger.analytics.source import LedgerSource
+from ledger.events import to_row
+from ledger.schema import EVENT_COLUMNS, TABLE_NAME, token_usage
 from ledger.store.engine import make_engine
 from ledger.store.migrate import upgrade
+from ledger.store.sink import make_sink
 
 T0 = 1_740_000_000  # unix seconds
 CALLS_PER_SESSION = 20
@@ -290,19 +313,25 @@ def main() -> None:
     parser.add_argument(
         "--writer-only", action="store_true", help="only the SQLite writer's change-log cost"
     )
+    parser.add_argument(
+        "--first-sync", action="store_true", help="only the first sync next to a bare copy"
+    )
+    parser.add_argument("--one", choices=("bare", "sync"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
+    if args.one:
+        ledger = args.workdir / f"ledger-{args.rows}.db"
+        run_one(args.one, ledger, args.workdir / f"first-{args.one}-{args.rows}.duckdb")
+        return
+    if args.first_sync:
+        bench_first_sync(args.workdir, args.rows, args.rounds)
+        return
     if args.pg:
         run_pg(args)
         if args.pg_only:
             return
     if args.writer_only:
-        writer_ledger = args.workdir / "writer.db"
-        writer_ledger.unlink(missing_ok=True)
-        upgrade(make_engine(f"sqlite:///{writer_ledger}"))
-        sync_bench_pg.bench_writer_overhead(
-            f"sqlite:///{writer_ledger}", args.writer_rows, args.rounds
-        )
+        bench_sqlite_writer_overhead(args.workdir, args.writer_rows, args.rounds)
         return
     ledger = args.workdir / f"ledger-{args.rows}.db"
     duck = args.workdir / f"analytics-{args.rows}.duckdb"
@@ -358,6 +387,178 @@ def main() -> None:
         )
     print(f"peak RSS incl. pandas  {peak_rss_gib():.2f} GiB")
     analytics.close()
+
+
+def _fresh_ledger(path: Path, *, logged: bool) -> str:
+    """A migrated SQLite ledger file; without its change-log triggers unless ``logged``."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    if not logged:
+        con = sqlite3.connect(path)
+        names = con.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?", (TABLE_NAME,)
+        ).fetchall()
+        for (name,) in names:
+            con.execute(f'DROP TRIGGER "{name}"')
+        con.commit()
+        con.close()
+    return url
+
+
+class _DirectSink:
+    """The writer's SQLite path before the stage: one ``executemany`` straight into
+    ``token_usage`` (kept here to show, in the same run, what the stage changed)."""
+
+    def __init__(self, url: str) -> None:
+        self._engine = make_engine(url)
+        stmt = sqlite_insert(token_usage).on_conflict_do_nothing(index_elements=["event_id"])
+        self._sql = str(stmt.compile(dialect=self._engine.dialect, column_keys=list(EVENT_COLUMNS)))
+        self._conn: Any = self._engine.raw_connection()
+
+    def insert(self, rows: list[tuple[Any, ...]]) -> int:
+        cur = self._conn.cursor()
+        cur.executemany(self._sql, rows)
+        self._conn.commit()
+        return len(rows)
+
+    def close(self) -> None:
+        self._conn.close()
+        self._engine.dispose()
+
+
+def bench_sqlite_writer_overhead(workdir: Path, rows: int, rounds: int, batch: int = 5_000) -> None:
+    """The SQLite writer (its sink) into a ledger with the change log and into one without
+    (the baseline), plus the old direct ``executemany`` with the log; each round writes
+    ``rows`` rows with each, batch by batch in rotating order, so load on a shared machine
+    falls on all three alike. Medians of the rounds' rows/s, wall clock and CPU."""
+    variants = ("log on", "log off", "old path, log on")
+    wall: dict[str, list[float]] = {v: [] for v in variants}
+    cpu: dict[str, list[float]] = {v: [] for v in variants}
+    for r in range(rounds):
+        logged = _fresh_ledger(workdir / f"writer-on-{r}.db", logged=True)
+        unlogged = _fresh_ledger(workdir / f"writer-off-{r}.db", logged=False)
+        direct = _fresh_ledger(workdir / f"writer-old-{r}.db", logged=True)
+        engines = [make_engine(logged), make_engine(unlogged)]
+        sinks: dict[str, Any] = {
+            "log on": make_sink(engines[0]),
+            "log off": make_sink(engines[1]),
+            "old path, log on": _DirectSink(direct),
+        }
+        data = [to_row(e) for e in bench_ledger.make_events(rows)]
+        spent = {v: [0.0, 0.0] for v in variants}
+        for k, start in enumerate(range(0, rows, batch)):
+            chunk = data[start : start + batch]
+            for v in variants[k % 3 :] + variants[: k % 3]:
+                w0, c0 = time.perf_counter(), time.thread_time()
+                sinks[v].insert(chunk)
+                spent[v][0] += time.perf_counter() - w0
+                spent[v][1] += time.thread_time() - c0
+        for v in variants:
+            wall[v].append(rows / spent[v][0])
+            cpu[v].append(rows / spent[v][1])
+            sinks[v].close()
+        for engine in engines:
+            engine.dispose()
+    off_wall = statistics.median(wall["log off"])
+    off_cpu = statistics.median(cpu["log off"])
+    print(
+        f"SQLite writer, {rounds} rounds of {rows:,} rows in batches of {batch:,} "
+        "(interleaved by batch; medians of the rounds):"
+    )
+    for v in variants:
+        w, c = statistics.median(wall[v]), statistics.median(cpu[v])
+        print(
+            f"  {v:<17} {w:10,.0f} rows/s  (overhead {100 * (1 - w / off_wall):5.1f} %)"
+            f"   CPU {c:10,.0f} rows/s  (overhead {100 * (1 - c / off_cpu):5.1f} %)"
+        )
+    print("  target: log on <= 10 % below log off")
+
+
+def bare_copy(ledger: Path, target: Path) -> None:
+    """The baseline of the first sync: the ledger's rows read through ADBC as Arrow (the
+    same typed read the sync does) into a DuckDB table, nothing else."""
+    target.unlink(missing_ok=True)
+    source = LedgerSource(make_url(f"sqlite:///{ledger}"))
+    con = duckdb.connect(str(target))
+    try:
+        with source.snapshot() as snap:
+            batches = snap.rows()
+            first = next(batches)
+            reader = pa.RecordBatchReader.from_batches(
+                first.schema, itertools.chain([first], batches)
+            )
+            con.register("ledger_rows", reader)
+            con.execute("CREATE TABLE token_usage AS SELECT * FROM ledger_rows")
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+        source.close()
+
+
+def first_sync(ledger: Path, target: Path) -> None:
+    target.unlink(missing_ok=True)
+    Analytics(f"sqlite:///{ledger}", path=target).close()
+
+
+def run_one(what: str, ledger: Path, target: Path) -> None:
+    """One measured run in this (fresh) process: prints seconds and peak RSS as JSON."""
+    started = time.perf_counter()
+    (bare_copy if what == "bare" else first_sync)(ledger, target)
+    seconds = time.perf_counter() - started
+    print(json.dumps({"seconds": seconds, "peak_gib": peak_rss_gib()}))
+
+
+def bench_first_sync(workdir: Path, rows: int, rounds: int) -> None:
+    """The first sync next to a bare copy, each in a fresh process (so each peak RSS is its
+    own), in alternating order; medians of the rounds."""
+    ledger = workdir / f"ledger-{rows}.db"
+    if not ledger.exists():
+        t, _ = timed(lambda: build_ledger(ledger, rows))
+        print(f"generated {rows:,} rows in {t:.1f} s")
+    figures: dict[str, list[dict[str, float]]] = {"bare": [], "sync": []}
+    for r in range(rounds):
+        for what in ("bare", "sync") if r % 2 == 0 else ("sync", "bare"):
+            target = workdir / f"first-{what}-{rows}.duckdb"
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--one",
+                    what,
+                    "--rows",
+                    str(rows),
+                    *("--workdir", str(workdir)),
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            figures[what].append(json.loads(out.strip().splitlines()[-1]))
+            target.unlink(missing_ok=True)
+    med = {
+        what: {k: statistics.median(f[k] for f in runs) for k in ("seconds", "peak_gib")}
+        for what, runs in figures.items()
+    }
+    bare, sync = med["bare"], med["sync"]
+    print(f"first sync at {rows:,} rows (fresh process each; median of {rounds} rounds):")
+    print(
+        f"  bare copy (ADBC -> Arrow -> DuckDB)  {bare['seconds']:7.2f} s  "
+        f"peak {bare['peak_gib']:.2f} GiB"
+    )
+    print(
+        f"  first sync                          {sync['seconds']:7.2f} s  "
+        f"peak {sync['peak_gib']:.2f} GiB  = {sync['seconds'] / bare['seconds']:.2f}x the bare "
+        "copy (target <= 1.5x, <= 2 GiB)"
+    )
+    rounds_text = "  ".join(
+        f"{b['seconds']:.1f}/{s['seconds']:.1f}"
+        for b, s in zip(figures["bare"], figures["sync"], strict=True)
+    )
+    print(f"  seconds per round, bare/sync: {rounds_text}")
 
 
 def run_pg(args: argparse.Namespace) -> None:

@@ -3,9 +3,11 @@
 Change tracking
 ---------------
 Triggers (migration 0003) append the id of every inserted, updated or deleted
-``token_usage`` row to ``ledger_changes`` inside the writing transaction;
-``seq`` numbers that log. Each sync reads, in one snapshot of the ledger
-(REPEATABLE READ on PostgreSQL, one read transaction on SQLite):
+``token_usage`` row to ``ledger_changes`` inside the writing transaction
+(on SQLite the ledger's writer logs its own batches in one statement, with the
+same effect: see :mod:`ledger.store.sink`); ``seq`` numbers that log. Each
+sync reads, in one snapshot of the ledger (REPEATABLE READ on PostgreSQL, one
+read transaction on SQLite):
 
 * the changes above ``max_seq``, the highest seq it has seen, and the
   changes inside its open *gaps*, seqs below that it has not seen

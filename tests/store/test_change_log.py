@@ -1,0 +1,91 @@
+"""The writer logs its own batches in the change log; everyone else's writes, the triggers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+
+from ledger.events import UsageEvent, to_row
+from ledger.store.engine import make_engine
+from ledger.store.sink import Row, SQLiteSink, rejection_errors
+
+_TRIGGERS = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
+
+
+def _rows(n: int, start: int = 0) -> list[Row]:
+    return [
+        to_row(
+            UsageEvent(
+                started_at=dt.datetime(2026, 11, 30, tzinfo=dt.UTC) + dt.timedelta(seconds=i),
+                requested_provider="openai",
+                requested_model="gpt-4o-mini",
+                provider="openai",
+                status="ok",
+                input_tokens=100 + i,
+            )
+        )
+        for i in range(start, start + n)
+    ]
+
+
+@pytest.fixture
+def engine(sqlite_url: str) -> Iterator[Engine]:
+    engine = make_engine(sqlite_url)
+    yield engine
+    engine.dispose()
+
+
+def _read(engine: Engine, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(make_url(engine.url).database or "") as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_a_batch_logs_each_new_row_once_in_id_order_and_keeps_the_trigger(
+    engine: Engine,
+) -> None:
+    triggers = _read(engine, _TRIGGERS)
+    sink = SQLiteSink(engine)
+    rows = _rows(5)
+    assert sink.insert(rows) == 5
+    assert sink.insert([*rows[:2], *_rows(2, start=5)]) == 2  # two were stored already
+    sink.close()
+    ids = [i for (i,) in _read(engine, "SELECT id FROM token_usage ORDER BY id")]
+    logged = [i for (i,) in _read(engine, "SELECT row_id FROM ledger_changes ORDER BY seq")]
+    assert logged == ids and len(ids) == 7
+    assert _read(engine, _TRIGGERS) == triggers
+
+
+def test_an_insert_by_anyone_else_is_still_logged(engine: Engine) -> None:
+    sink = SQLiteSink(engine)
+    sink.insert(_rows(3))
+    sink.close()
+    with sqlite3.connect(make_url(engine.url).database or "") as conn:
+        conn.execute(
+            "INSERT INTO token_usage (event_id, call_id, attempt, started_at, "
+            "requested_provider, requested_model, provider, status) VALUES "
+            "('by-hand', 'c', 1, '2026-11-30 00:00:00', 'openai', 'm', 'openai', 'ok')"
+        )
+        conn.execute("UPDATE token_usage SET input_tokens = 0 WHERE id = 1")
+        conn.execute("DELETE FROM token_usage WHERE id = 2")
+    logged = [i for (i,) in _read(engine, "SELECT row_id FROM ledger_changes ORDER BY seq")]
+    assert logged == [1, 2, 3, 4, 1, 2]
+
+
+def test_a_refused_batch_logs_nothing_and_keeps_the_trigger(engine: Engine) -> None:
+    triggers = _read(engine, _TRIGGERS)
+    sink = SQLiteSink(engine)
+    bad = list(_rows(1)[0])
+    bad[0] = None  # event_id is NOT NULL
+    with pytest.raises(rejection_errors(engine)):
+        sink.insert([*_rows(2), tuple(bad)])
+    assert sink.insert(_rows(1, start=7)) == 1
+    sink.close()
+    stored = _read(engine, "SELECT id FROM token_usage")
+    assert len(stored) == 1
+    assert _read(engine, "SELECT row_id FROM ledger_changes") == stored
+    assert _read(engine, _TRIGGERS) == triggers
