@@ -213,7 +213,8 @@ def header(out: Console, analytics: Analytics, where: str) -> None:
 
 
 def verdict_lines(out: Console, verdicts: pd.DataFrame) -> None:
-    """``model: verdict — headline`` per model (the headline when the view has one)."""
+    """``model: verdict — headline`` per model (the headline when the view has one), and
+    under a warranted one the ``provider`` setting to paste."""
     if verdicts.empty:
         out.print("provider.order verdicts: no model yet")
         return
@@ -228,6 +229,9 @@ def verdict_lines(out: Console, verdicts: pd.DataFrame) -> None:
         if isinstance(headline, str) and headline:
             line.append(f" — {safe(headline)}")
         out.print(line)
+        paste = row.get("recommendation")
+        if isinstance(paste, str) and paste:  # what to paste, where the answer is read
+            out.print(Text(f'    paste: "provider": {safe(paste)}', style="bold"))
 
 
 @click.command()

@@ -29,6 +29,8 @@ from ledger.cli import report
 from ledger.cli.tables import VERDICT_WORDS, safe
 from ledger.events import UsageEvent
 from ledger.store.ledger import Ledger
+from tests.analytics.builders import insert_rows, open_analytics
+from tests.analytics.test_verdict import scenario_ledger
 from tests.dashboards.workload import record_workload
 
 NASTY_MODEL = "[bold red]x[/] [l](http://evil.invalid) \x1b]0;pwned\x07\x1b[2J"
@@ -72,6 +74,23 @@ def env(sqlite_url: str, tmp_path: Path) -> dict[str, str]:
         "LEDGER_DATABASE_URL": sqlite_url,
         "LEDGER_ANALYTICS_PATH": str(tmp_path / "analytics.duckdb"),
     }
+
+
+def test_a_warranted_verdict_says_what_to_paste_under_its_line(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    insert_rows(sqlite_url, scenario_ledger())  # tests/analytics/test_verdict.py's cases
+    open_analytics(sqlite_url, tmp_path, min_samples=50).close()  # its settings stay in the file
+    env = {
+        **os.environ,
+        "LEDGER_DATABASE_URL": sqlite_url,
+        "LEDGER_ANALYTICS_PATH": str(tmp_path / "analytics.duckdb"),
+        "COLUMNS": "200",
+    }
+    lines = ledger_cli("report", env=env).stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  minority:"))
+    assert lines[at].startswith("  minority: warranted — Ignore Amazon Bedrock")
+    assert lines[at + 1] == '    paste: "provider": {"ignore":["amazon-bedrock"]}'
 
 
 def expected_verdicts(env: dict[str, str], tmp_path: Path) -> list[tuple[str, str]]:
