@@ -38,10 +38,17 @@ from ledger.analytics import figures, local, prices, views
 from ledger.analytics.readonly import check_read_only
 from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.analytics.source import LedgerSource
-from ledger.analytics.sync import ProgressCallback, SyncResult, ensure_aggregates, sync
+from ledger.analytics.sync import (
+    ProgressCallback,
+    SyncResult,
+    ensure_aggregates,
+    sync,
+    sync_snapshot,
+)
 from ledger.analytics.verify import Verification, verify
 from ledger.analytics.views import Filters
 from ledger.errors import ReadOnlyQuery
+from ledger.store.engine import display_url
 from ledger.store.migrate import check_ledger
 
 # Per agent, model and key_sent: the cache_hits view summed over upstreams.
@@ -146,10 +153,15 @@ class Analytics:
             return self.last_sync
 
     def verify(self) -> Verification:
-        """Compare the copy with the ledger, figure by figure (:mod:`ledger.analytics.verify`)."""
+        """Bring the copy up to the ledger and compare them figure by figure, both in one
+        snapshot of the ledger, so rows written meanwhile are not differences
+        (:mod:`ledger.analytics.verify`)."""
         with self._lock, self._source.snapshot() as snapshot:
             cursor = self._con.cursor()
             try:
+                self.last_sync = sync_snapshot(cursor, snapshot, display_url(self._source.url))
+                if not self.last_sync.up_to_date_already:
+                    prices.refresh(cursor)
                 return verify(cursor, snapshot)
             finally:
                 cursor.close()

@@ -407,43 +407,55 @@ def sync(
     progress: ProgressCallback | None = None,
 ) -> SyncResult:
     """Bring the file's ``token_usage`` up to date with the ledger."""
-    started = time.perf_counter()
-    name = display_url(source.url)
-    cursor = read_cursor(con)
     with source.snapshot() as snap:
-        horizon = snap.horizon()
-        rebuild = (
-            full
-            or cursor is None
-            or cursor.source != name
-            or horizon.max_seq < cursor.max_seq  # the log went backwards: a new ledger
+        return sync_snapshot(con, snap, display_url(source.url), full=full, progress=progress)
+
+
+def sync_snapshot(
+    con: duckdb.DuckDBPyConnection,
+    snap: LedgerSnapshot,
+    name: str,
+    *,
+    full: bool = False,
+    progress: ProgressCallback | None = None,
+) -> SyncResult:
+    """:func:`sync` to an open snapshot of the ledger ``name``: a caller that goes on
+    reading it (``Analytics.verify``) sees exactly the ledger the copy now holds."""
+    started = time.perf_counter()
+    cursor = read_cursor(con)
+    horizon = snap.horizon()
+    rebuild = (
+        full
+        or cursor is None
+        or cursor.source != name
+        or horizon.max_seq < cursor.max_seq  # the log went backwards: a new ledger
+    )
+    if rebuild:
+        total = snap.row_count()
+        counts = _apply_in_steps(
+            con, snap, name, cursor, gaps.Ranges(0, "", ""), None, horizon, total, progress
         )
-        if rebuild:
-            total = snap.row_count()
+    else:
+        assert cursor is not None
+        ensure_aggregates(con)
+        ranges = gaps.open_ranges(con)
+        if horizon.max_seq == cursor.max_seq and not ranges.count:
+            return _result(con, _Counts(), started, rebuilt=False)
+        changes = snap.changes(cursor.max_seq, ranges)
+        if not changes.num_rows and not gaps.closable(
+            con, xmin=horizon.xmin, now=dt.datetime.now(dt.UTC)
+        ):
+            return _result(con, _Counts(), started, rebuilt=False)  # nothing to write
+        held = _one(con, f"SELECT count(*) FROM {TABLE_NAME}")
+        distinct = len(pc.unique(changes.column("row_id")))
+        if distinct and distinct >= aggregates.REBUILD_SHARE * held:
             counts = _apply_in_steps(
-                con, snap, name, cursor, gaps.Ranges(0, "", ""), None, horizon, total, progress
+                con, snap, name, cursor, ranges, changes, horizon, distinct, progress
             )
         else:
-            assert cursor is not None
-            ensure_aggregates(con)
-            ranges = gaps.open_ranges(con)
-            if horizon.max_seq == cursor.max_seq and not ranges.count:
-                return _result(con, _Counts(), started, rebuilt=False)
-            changes = snap.changes(cursor.max_seq, ranges)
-            if not changes.num_rows and not gaps.closable(
-                con, xmin=horizon.xmin, now=dt.datetime.now(dt.UTC)
-            ):
-                return _result(con, _Counts(), started, rebuilt=False)  # nothing to write
-            held = _one(con, f"SELECT count(*) FROM {TABLE_NAME}")
-            distinct = len(pc.unique(changes.column("row_id")))
-            if distinct and distinct >= aggregates.REBUILD_SHARE * held:
-                counts = _apply_in_steps(
-                    con, snap, name, cursor, ranges, changes, horizon, distinct, progress
-                )
-            else:
-                counts = _apply_in_one_transaction(
-                    con, snap, cursor, ranges, changes, horizon, progress
-                )
+            counts = _apply_in_one_transaction(
+                con, snap, cursor, ranges, changes, horizon, progress
+            )
     return _result(con, counts, started, rebuilt=rebuild)
 
 

@@ -410,3 +410,30 @@ def test_a_late_commit_whose_xid_is_above_the_snapshot_xmax_is_awaited(
         assert late_id in set(analytics.sql("SELECT id FROM token_usage").id)
         assert_gaps_close(analytics)
         assert_exact(analytics, engine, tmp_path)
+
+
+def test_verify_while_a_writer_commits_finds_no_difference(
+    engine: Engine, pg_url: str, tmp_path: Path
+) -> None:
+    # The copy is brought to the ledger and compared with it in one snapshot: rows
+    # committed meanwhile are the next sync's, not differences (cron health checks
+    # run exactly while agents write).
+    commit_now(engine, [served(0, "A", **S)])
+    stop = threading.Event()
+
+    def write() -> None:
+        n = 1
+        while not stop.is_set():
+            commit_now(engine, [served(n + i / 10, "AB"[i % 2], **S) for i in range(5)])
+            n += 1
+
+    writer = threading.Thread(target=write)
+    with Analytics(pg_url, path=tmp_path / "a.duckdb") as analytics:
+        writer.start()
+        try:
+            for _ in range(5):
+                check = analytics.verify()
+                assert check.ok, check.differences
+        finally:
+            stop.set()
+            writer.join(timeout=60)
