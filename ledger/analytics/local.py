@@ -19,6 +19,7 @@ loading off: a query must not download code. JSON and Parquet are built in.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from pathlib import Path
 from typing import Any, Final
@@ -129,11 +130,10 @@ SUPPORT_DDL: Final = (
 
 
 def _describe(name: str) -> str:
-    doc = AnalyticsSettings.__doc__ or ""
-    for para in doc.split("\n\n"):
-        if f"``{name}``" in para:
-            return " ".join(para.split())
-    return name
+    """The docstring's own sentences for setting ``name`` (``name``: … up to the next one)."""
+    doc = " ".join((AnalyticsSettings.__doc__ or "").split())
+    found = re.search(rf"``{re.escape(name)}``: (.*?)(?= ``\w+``:|$| The ``)", doc)
+    return found.group(1) if found else name
 
 
 _COLUMNS: Final = (

@@ -130,3 +130,13 @@ def test_the_idle_window_is_a_setting_the_views_read(ledger_url: str, tmp_path: 
         edit_copy(analytics, "UPDATE ledger_settings SET value = 30 WHERE name = 'idle_window_s'")
         s1 = analytics.session_stickiness().set_index("session_id").loc["s1"]
         assert (s1.switches, s1.idle_releases) == (0, 2)  # every gap is a minute or more
+
+
+def test_each_setting_is_described_by_its_own_sentences(ledger_url: str, tmp_path: Path) -> None:
+    with open_analytics(ledger_url, tmp_path) as analytics:
+        described = analytics.sql("SELECT name, description FROM ledger_settings")
+    by_name = dict(zip(described["name"], described["description"], strict=True))
+    assert by_name["latency_margin"] == "relative p95 excess (0.25 = 25 %) between the same bounds."
+    for name, description in by_name.items():
+        others = [other for other in by_name if other != name and f"``{other}``:" in description]
+        assert not others, (name, others)  # not the paragraph around it
