@@ -19,6 +19,7 @@ as parameters.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +46,8 @@ VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
     "openrouter_provider_slugs": (),
     "cost_attribution": ("calls",),
     "switch_moves": ("transitions",),
-    "switch_costs": ("switch_moves",),
+    "switch_counts": ("switch_moves",),
+    "switch_costs": ("switch_counts",),
     "cache_decay": ("transitions",),
     "provider_order_verdict": (
         "upstream_scorecard",
@@ -54,7 +56,7 @@ VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
         "openrouter_upstreams",
         "openrouter_provider_slugs",
         "cache_hits",
-        "switch_moves",
+        "switch_counts",
     ),
     # the figures the dashboard and the demo show beside the contract's views
     "overview_totals": ("calls",),
@@ -175,10 +177,43 @@ def stored_view_sql(name: str) -> str:
     return stored.read_text("utf-8") if stored.is_file() else view_sql(name)
 
 
+# Which view definitions the file holds: the digest of the SQL install() ran.
+_INSTALLED_DDL: Final = "CREATE TABLE IF NOT EXISTS ledger_views (digest VARCHAR NOT NULL)"
+
+
+@cache
+def _digest() -> str:
+    text = "\n".join(f"{name}\n{stored_view_sql(name)}" for name in VIEW_NAMES)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _installed(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the file holds every view, created from exactly this version's SQL."""
+    held = con.execute("SELECT digest FROM ledger_views").fetchall()
+    if held != [(_digest(),)]:
+        return False
+    (count,) = con.execute(
+        "SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND list_contains(CAST(? AS VARCHAR[]), view_name)",
+        [list(VIEW_NAMES)],
+    ).fetchall()[0]
+    return bool(count == len(VIEW_NAMES))
+
+
 def install(con: duckdb.DuckDBPyConnection) -> None:
-    """(Re)create every view in the file, dependencies first (the state tables must exist)."""
+    """(Re)create every view in the file, dependencies first (the state tables must exist).
+
+    Binding the views' SQL takes DuckDB about half a second (the verdict alone
+    a tenth), paid on every open, which is every dashboard start: so a file
+    whose views came from the same SQL (its digest is stored) keeps them.
+    """
+    con.execute(_INSTALLED_DDL)
+    if _installed(con):
+        return
     for name in VIEW_NAMES:
         con.execute(stored_view_sql(name))
+    con.execute("DELETE FROM ledger_views")
+    con.execute("INSERT INTO ledger_views VALUES (?)", [_digest()])
 
 
 def _closure(name: str) -> list[str]:
