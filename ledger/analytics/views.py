@@ -177,27 +177,33 @@ def stored_view_sql(name: str) -> str:
     return stored.read_text("utf-8") if stored.is_file() else view_sql(name)
 
 
-# Which view definitions the file holds: the digest of the SQL install() ran.
-_INSTALLED_DDL: Final = "CREATE TABLE IF NOT EXISTS ledger_views (digest VARCHAR NOT NULL)"
+# Which views the file holds: the digest of the SQL install() ran, and of the
+# views' text as DuckDB keeps it just after (another version of this code that
+# recreated them, unaware of this table, changes the latter).
+_INSTALLED_DDL: Final = (
+    "CREATE TABLE IF NOT EXISTS ledger_view_digests "
+    "(digest VARCHAR NOT NULL, held VARCHAR NOT NULL)"
+)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @cache
 def _digest() -> str:
-    text = "\n".join(f"{name}\n{stored_view_sql(name)}" for name in VIEW_NAMES)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _sha256("\n".join(f"{name}\n{stored_view_sql(name)}" for name in VIEW_NAMES))
 
 
-def _installed(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether the file holds every view, created from exactly this version's SQL."""
-    held = con.execute("SELECT digest FROM ledger_views").fetchall()
-    if held != [(_digest(),)]:
-        return False
-    (count,) = con.execute(
-        "SELECT count(*) FROM duckdb_views() WHERE database_name = current_database() "
-        "AND schema_name = 'main' AND list_contains(CAST(? AS VARCHAR[]), view_name)",
+def _held(con: duckdb.DuckDBPyConnection) -> str:
+    """A digest of the views' definitions as the file holds them now."""
+    rows = con.execute(
+        "SELECT view_name, sql FROM duckdb_views() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND list_contains(CAST(? AS VARCHAR[]), view_name) "
+        "ORDER BY view_name",
         [list(VIEW_NAMES)],
-    ).fetchall()[0]
-    return bool(count == len(VIEW_NAMES))
+    ).fetchall()
+    return _sha256("\n".join(f"{name}\n{sql}" for name, sql in rows))
 
 
 def install(con: duckdb.DuckDBPyConnection) -> None:
@@ -205,15 +211,17 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
 
     Binding the views' SQL takes DuckDB about half a second (the verdict alone
     a tenth), paid on every open, which is every dashboard start: so a file
-    whose views came from the same SQL (its digest is stored) keeps them.
+    whose views came from this version's SQL and were not changed since keeps them.
     """
     con.execute(_INSTALLED_DDL)
-    if _installed(con):
+    if con.execute("SELECT digest, held FROM ledger_view_digests").fetchall() == [
+        (_digest(), _held(con))
+    ]:
         return
     for name in VIEW_NAMES:
         con.execute(stored_view_sql(name))
-    con.execute("DELETE FROM ledger_views")
-    con.execute("INSERT INTO ledger_views VALUES (?)", [_digest()])
+    con.execute("DELETE FROM ledger_view_digests")
+    con.execute("INSERT INTO ledger_view_digests VALUES (?, ?)", [_digest(), _held(con)])
 
 
 def _closure(name: str) -> list[str]:
