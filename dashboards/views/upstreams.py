@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import altair as alt
 import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
@@ -36,6 +35,51 @@ def _interval(
     }
 
 
+def _field(name: str, kind: str, **extra: object) -> dict[str, object]:
+    return {"field": name, "type": kind, **extra}
+
+
+def _tip(name: str, kind: str, title: str, fmt_: str | None = None) -> dict[str, object]:
+    return _field(name, kind, title=title, **({"format": fmt_} if fmt_ else {}))
+
+
+# The charts below are Vega-Lite specs written as dicts, not Altair objects:
+# Altair validates every chart against the Vega-Lite JSON schema when it is
+# built and again when it is drawn, which for this page's 3 charts per model
+# cost most of a second per render; the specs are the ones Altair would emit.
+
+
+def interval_spec(title: str, axis: str) -> dict[str, object]:
+    """A measured value (dot) and its interval (rule) per upstream, ``axis`` the number format."""
+    y = _field("upstream", "nominal", title=None)
+    return {
+        "height": 110,
+        "layer": [
+            {
+                "mark": {"type": "rule", "strokeWidth": 3},
+                "encoding": {
+                    "x": _field("low", "quantitative", title=title, axis={"format": axis}),
+                    "x2": {"field": "high"},
+                    "y": y,
+                },
+            },
+            {
+                "mark": {"type": "point", "filled": True, "size": 90},
+                "encoding": {
+                    "x": _field("value", "quantitative"),
+                    "y": y,
+                    "tooltip": [
+                        _tip("upstream", "nominal", "upstream"),
+                        _tip("value", "quantitative", "measured", axis),
+                        _tip("low", "quantitative", "interval from", axis),
+                        _tip("high", "quantitative", "interval to", axis),
+                    ],
+                },
+            },
+        ],
+    }
+
+
 def evidence(verdict: pd.Series) -> None:
     """The intervals the verdict compared: error rate and p95 latency, pinned vs best."""
     if fmt.missing(verdict["pinned_upstream"]) or fmt.missing(verdict["best_upstream"]):
@@ -48,30 +92,12 @@ def evidence(verdict: pd.Series) -> None:
     else:
         measures.insert(0, ("error_rate", "error_low", "error_high",
                             "error rate (95% interval)", ".1%"))  # fmt: skip
-    panels = []
-    for measure, low, high, title, axis in measures:
+    columns = st.columns(len(measures))
+    for column, (measure, low, high, title, axis) in zip(columns, measures, strict=True):
         frame = pd.DataFrame(
             [_interval(verdict, who, measure, low, high) for who in ("pinned", "best")]
         ).astype({"value": float, "low": float, "high": float})
-        y = alt.Y("upstream:N", title=None)
-        bars = (
-            alt.Chart(frame)
-            .mark_rule(strokeWidth=3)
-            .encode(x=alt.X("low:Q", title=title, axis=alt.Axis(format=axis)), x2="high:Q", y=y)
-        )
-        dots = (
-            alt.Chart(frame)
-            .mark_point(filled=True, size=90)
-            .encode(x="value:Q", y=y, tooltip=[
-                alt.Tooltip("upstream:N", title="upstream"),
-                alt.Tooltip("value:Q", title="measured", format=axis),
-                alt.Tooltip("low:Q", title="interval from", format=axis),
-                alt.Tooltip("high:Q", title="interval to", format=axis)])
-        )  # fmt: skip
-        panels.append(alt.layer(bars, dots).properties(height=110))
-    columns = st.columns(len(panels))
-    for column, chart in zip(columns, panels, strict=True):
-        column.altair_chart(chart, width="stretch")
+        column.vega_lite_chart(frame, interval_spec(title, axis), width="stretch")
     st.caption(
         f"Effective cost per million input tokens: pinned "
         f"{fmt.money(verdict['pinned_cost_per_mtok'])}, best alternative "
@@ -82,32 +108,41 @@ def evidence(verdict: pd.Series) -> None:
         st.text("provider object to send: " + str(verdict["recommendation"]))
 
 
-def scorecard_chart(card: pd.DataFrame) -> alt.Chart:
+def scorecard_spec(card: pd.DataFrame) -> dict[str, object]:
     """Error rate against p95 latency per upstream, sized by attempts (its sample)."""
-    shown = card.assign(upstream=card["upstream"].map(charts.upstream_label))
-    y = alt.Y("error_rate:Q", title="error rate", axis=alt.Axis(format=".1%", tickMinStep=0.001))
-    if shown["error_rate"].fillna(0).eq(0).all():
-        y = alt.Y("error_rate:Q", title="error rate (none failed)",
-                  axis=alt.Axis(format="%", values=[0]))  # fmt: skip
-    chart: alt.Chart = (
-        alt.Chart(shown)
-        .mark_circle(opacity=0.8)
-        .encode(
-            x=alt.X("p95_latency_ms:Q", title="p95 latency (ms)", axis=alt.Axis(format=",.0f")),
-            y=y,
-            size=alt.Size("attempts:Q", title="attempts", legend=alt.Legend(orient="bottom")),
-            color=alt.Color("upstream:N", title="upstream",
-                            legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
-            tooltip=[alt.Tooltip("upstream:N", title="upstream"),
-                     alt.Tooltip("attempts:Q", title="attempts", format=","),
-                     alt.Tooltip("error_rate:Q", title="error rate", format=".1%"),
-                     alt.Tooltip("p95_latency_ms:Q", title="p95 latency (ms)", format=",.0f"),
-                     alt.Tooltip("token_hit_rate:Q", title="token hit rate", format=".1%"),
-                     alt.Tooltip("sessions_pinned:Q", title="sessions pinned", format=",")],
-        )
-        .properties(height=260)
-    )  # fmt: skip
-    return chart
+    y = _field("error_rate", "quantitative", title="error rate",
+               axis={"format": ".1%", "tickMinStep": 0.001})  # fmt: skip
+    if card["error_rate"].fillna(0).eq(0).all():
+        y = _field("error_rate", "quantitative", title="error rate (none failed)",
+                   axis={"format": "%", "values": [0]})  # fmt: skip
+    return {
+        "height": 260,
+        "mark": {"type": "circle", "opacity": 0.8},
+        "encoding": {
+            "x": _field("p95_latency_ms", "quantitative", title="p95 latency (ms)",
+                        axis={"format": ",.0f"}),
+            "y": y,
+            "size": _field("attempts", "quantitative", title="attempts",
+                           legend={"orient": "bottom"}),
+            "color": _field("upstream", "nominal", title="upstream",
+                            legend={"orient": "bottom", "columns": 1, "labelLimit": 0}),
+            "tooltip": [
+                _tip("upstream", "nominal", "upstream"),
+                _tip("attempts", "quantitative", "attempts", ","),
+                _tip("error_rate", "quantitative", "error rate", ".1%"),
+                _tip("p95_latency_ms", "quantitative", "p95 latency (ms)", ",.0f"),
+                _tip("token_hit_rate", "quantitative", "token hit rate", ".1%"),
+                _tip("sessions_pinned", "quantitative", "sessions pinned", ","),
+            ],
+        },
+    }  # fmt: skip
+
+
+def scorecard_frame(card: pd.DataFrame) -> pd.DataFrame:
+    """The columns the scorecard chart draws, upstreams labelled upstream vs direct."""
+    columns = ["upstream", "attempts", "error_rate", "p95_latency_ms", "token_hit_rate",
+               "sessions_pinned"]  # fmt: skip
+    return card[columns].assign(upstream=card["upstream"].map(charts.upstream_label))
 
 
 def model_section(model: str, card: pd.DataFrame, verdict: pd.DataFrame) -> None:
@@ -117,7 +152,7 @@ def model_section(model: str, card: pd.DataFrame, verdict: pd.DataFrame) -> None
         show_verdict(row)
         evidence(row)
     card = card.rename(columns={"cost_per_mtok_input": "cost_per_mtok_input_usd"})
-    st.altair_chart(scorecard_chart(card), width="stretch")
+    st.vega_lite_chart(scorecard_frame(card), scorecard_spec(card), width="stretch")
     st.caption("Upstreams OpenRouter named are marked as such; a provider called directly "
                "is marked direct.")  # fmt: skip
     fmt.table(card, f"upstream_scorecard_{model}".replace("/", "_"), columns=SCORECARD_COLUMNS)

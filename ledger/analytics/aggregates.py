@@ -31,6 +31,9 @@ views stored in the file (``sql/stored/<name>.sql``) read those instead:
 ``state_upstreams`` / ``state_latency``
     served latencies per (requested_model, upstream identity) as small
     integers and doubles, for the quantiles and the p95 intervals.
+``state_moves``
+    the changed transitions (switches and idle releases) counted per model,
+    agent, day and whole second of gap (:mod:`ledger.analytics.moves`).
 
 Nothing here depends on a setting, so ``UPDATE ledger_settings`` takes effect
 at once. New rows are folded in incrementally: a call's or session's existing
@@ -56,11 +59,11 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics import clusters, gaps, session_aggregates
+from ledger.analytics import clusters, gaps, moves, session_aggregates
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 4
+STATE_VERSION: Final = 5
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
 #: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).
@@ -73,6 +76,7 @@ STATE_TABLES: Final = (
     "state_rollup",
     "state_upstreams",
     "state_latency",
+    moves.TABLE,
 )
 
 STATE_DDL: Final = (
@@ -243,6 +247,7 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(ddl)
     gaps.ensure_table(con)
     clusters.ensure_table(con)
+    moves.ensure_table(con)
 
 
 def _fold_calls(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:

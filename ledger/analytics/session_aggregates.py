@@ -5,6 +5,8 @@ and ``state_transitions``; see there). :func:`fold` merges a relation of new
 rows into them: each touched session's last known served attempt seeds its
 sequence, so the first new attempt pairs with it; a session a new served
 attempt of which sorts before its last known one is recomputed from its rows.
+``state_moves`` (:mod:`ledger.analytics.moves`) follows every transition
+removed or added.
 """
 
 # Every SQL string here is composed from this module's constants and
@@ -16,6 +18,7 @@ from typing import Final
 
 import duckdb
 
+from ledger.analytics import moves
 from ledger.schema import TABLE_NAME
 
 # -- sessions and transitions ---------------------------------------------------
@@ -186,6 +189,10 @@ def fold(
     con.execute(_EVERY_KEY if rederive else _DISORDERED)
     disordered = con.execute("SELECT count(*) FROM state_disordered").fetchall()[0][0]
     if disordered:
+        # their transitions are derived again below: out of state_moves with them
+        moves.retract(
+            con, "(SELECT * FROM state_transitions WHERE sid IN (SELECT sid FROM state_disordered))"
+        )
         bound = (1 << 62) if upto is None else upto
         for statement in _REREAD_DISORDERED.split(";"):  # one parameter, one statement
             if statement.strip():
@@ -196,6 +203,8 @@ def fold(
     )
     con.execute(_MERGED_SESSIONS)
     con.execute("INSERT INTO state_transitions SELECT * FROM state_new_transitions")
+    moves.add(con, "state_new_transitions")
+    moves.merge(con)
     for table in (
         "state_keys",
         "state_rows",

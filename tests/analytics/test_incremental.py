@@ -269,3 +269,21 @@ def test_a_version_2_file_gains_the_previous_cache_reads_on_open(
         # the switch lost the 80 tokens read before, minus the 10 read after
         assert analytics.switch_costs().cache_read_tokens_lost.tolist() == [70]
         assert_views_match_rows(analytics)
+
+
+def test_reopening_restores_a_dropped_view_and_one_another_version_replaced(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    insert_rows(sqlite_url, [served(0, "A", session_id="s"), served(1, "B", session_id="s")])
+    path = tmp_path / "views.duckdb"
+    _open(sqlite_url, path).close()
+    with duckdb.connect(str(path)) as con:
+        con.execute("DROP VIEW switch_costs")
+    with Analytics(sqlite_url, path=path, sync=False) as analytics:
+        assert analytics.switch_costs().switches.tolist() == [1]
+        assert_views_match_rows(analytics)
+    with duckdb.connect(str(path)) as con:  # as another version of the code would
+        con.execute("CREATE OR REPLACE VIEW switch_counts AS SELECT 1 AS switches")
+    with Analytics(sqlite_url, path=path, sync=False) as analytics:
+        assert analytics.switch_costs().switches.tolist() == [1]
+        assert_views_match_rows(analytics)

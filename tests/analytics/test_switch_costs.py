@@ -174,3 +174,32 @@ def test_cache_decay_matches_pandas(
             assert got[key][2:] == pytest.approx((token_rate, call_rate)), key
     assert list(stored.idle_gap.unique()) == ["0–1 min", "1–5 min", "5–10 min", "10–30 min",
                                               "30+ min"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("idle_window_s", "split"),
+    [(600.0, (2, 0)), (100.5, (1, 1)), (100.0, (0, 2)), (101.0, (2, 0))],
+)
+def test_a_fractional_idle_window_splits_moves_within_one_second_of_gap(
+    ledger_url: str, tmp_path: Path, idle_window_s: float, split: tuple[int, int]
+) -> None:
+    # Two moves whose gaps (100.25 s and 100.75 s) share a whole second: the
+    # stored counts keep whole seconds, so 100.5 s must still tell them apart.
+    rows = []
+    for session, gap_s, read in (("early", 100.25, 40), ("late", 100.75, 70)):
+        who = {"session_id": session, "actor_id": "planner", "requested_model": MODELS[0]}
+        rows += [
+            served(0, "A", input_tokens=100, cache_read_tokens=read, **who),
+            served(gap_s / 60, "B", input_tokens=100, cache_read_tokens=0, **who),
+        ]
+    insert_rows(ledger_url, rows)
+    with open_analytics(ledger_url, tmp_path, idle_window_s=idle_window_s) as analytics:
+        stored = analytics.switch_costs()
+        computed = analytics.switch_costs(Filters(models=[MODELS[0]]))  # from the rows
+    for frame in (stored, computed):
+        assert (int(frame.switches.sum()), int(frame.idle_releases.sum())) == split
+        assert int(frame.cache_read_tokens_lost.sum()) == 110
+    lost_by_kind = {(1, 1): (40, 70), (0, 2): (0, 110), (2, 0): (110, 0)}[split]
+    assert (int(stored.switch_tokens_lost.sum()), int(stored.release_tokens_lost.sum())) == (
+        lost_by_kind
+    )

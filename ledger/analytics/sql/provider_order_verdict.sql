@@ -33,7 +33,7 @@
 --
 -- Inputs: upstream_scorecard, upstream_clusters (design effects),
 -- upstream_p95_intervals, openrouter_upstreams, cache_hits (sticky hit rates),
--- openrouter_provider_slugs, switch_moves (switch_costs' rows, summed per model).
+-- openrouter_provider_slugs, switch_counts (switch_costs' counts, summed per model).
 --
 -- Which models: those with attempts that went to OpenRouter (provider =
 -- 'openrouter'); any other model gets verdict does_not_apply.
@@ -323,13 +323,13 @@ model_totals AS (
 switching AS (
     SELECT
         m.requested_model,
-        count(*) FILTER (WHERE m.is_switch) AS switches,
-        count(*) FILTER (WHERE NOT m.is_switch) AS idle_releases,
-        CAST(sum(m.tokens_lost) AS BIGINT) AS tokens_lost,
-        CAST(sum(m.tokens_lost) * any_value(p.discount_per_mtok) / 1000000 AS DECIMAL(20, 10))
-            AS cost_usd,
+        CAST(sum(m.switches) AS BIGINT) AS switches,
+        CAST(sum(m.idle_releases) AS BIGINT) AS idle_releases,
+        CAST(sum(m.switch_tokens_lost + m.release_tokens_lost) AS BIGINT) AS tokens_lost,
+        CAST(sum(m.switch_tokens_lost + m.release_tokens_lost)
+            * any_value(p.discount_per_mtok) / 1000000 AS DECIMAL(20, 10)) AS cost_usd,
         bool_or(p.discount_per_mtok IS NULL) AS unpriced
-    FROM switch_moves AS m
+    FROM switch_counts AS m
     LEFT JOIN model_prices AS p USING (requested_model)
     GROUP BY m.requested_model
 ),

@@ -9,7 +9,8 @@
 -- priced with the model's cache discount (model_prices.discount_per_mtok: the
 -- list price of a million uncached input tokens minus their price as cache
 -- reads, from genai-prices, for the provider that served most of the model's
--- attempts; null when unpriced, so cost_usd is null, never 0).
+-- attempts; null when unpriced, so cost_usd is null, never 0). The counts come
+-- from switch_counts (switch_moves summed per model, agent and day).
 --
 --   day                   = UTC date of the later attempt
 --   switches              = moves within the idle window (is_switch)
@@ -20,20 +21,6 @@
 --   switch_cost_usd,
 --   cost_usd              = switch_tokens_lost, and all tokens lost, priced
 CREATE OR REPLACE VIEW switch_costs AS
-WITH summed AS (
-    SELECT
-        requested_model,
-        actor_id,
-        day_number,
-        count(*) FILTER (WHERE is_switch) AS switches,
-        count(*) FILTER (WHERE NOT is_switch) AS idle_releases,
-        CAST(coalesce(sum(tokens_lost) FILTER (WHERE is_switch), 0) AS BIGINT)
-            AS switch_tokens_lost,
-        CAST(coalesce(sum(tokens_lost) FILTER (WHERE NOT is_switch), 0) AS BIGINT)
-            AS release_tokens_lost
-    FROM switch_moves
-    GROUP BY requested_model, actor_id, day_number
-)
 SELECT
     s.requested_model,
     s.actor_id,
@@ -47,5 +34,5 @@ SELECT
         AS switch_cost_usd,
     CAST((s.switch_tokens_lost + s.release_tokens_lost) * p.discount_per_mtok / 1000000
         AS DECIMAL(20, 10)) AS cost_usd
-FROM summed AS s
+FROM switch_counts AS s
 LEFT JOIN model_prices AS p USING (requested_model);

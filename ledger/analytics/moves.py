@@ -1,0 +1,114 @@
+"""Switches and idle releases summed by whole seconds of gap: what ``switch_counts`` reads.
+
+``switch_costs`` and ``provider_order_verdict`` count, per model (and agent
+and day), the transitions whose upstream identity changed, split by the idle
+window (a setting: ``gap_s <= idle_window_s`` is a switch, else an idle
+release), and the cache reads the first call after each lost. Read from
+``state_transitions`` that is a pass over one row per transition; this module
+keeps the same counts in ``state_moves``, one row per
+
+    (requested_model, actor_id, day_number, gap_ceil_s = ceil(gap_s))
+
+with ``moves`` (changed transitions) and ``tokens_lost`` (their sum, see
+``sql/switch_moves.sql``): a few hundred rows per model and day instead of
+one per transition. A bucket holds the gaps in ``(gap_ceil_s - 1, gap_ceil_s]``,
+so for an idle window ``w`` it is all switches when ``gap_ceil_s <= w`` and all
+idle releases when ``gap_ceil_s - 1 >= w``; only a fractional window cuts a
+bucket, and the stored view reads that one bucket's transitions one by one
+(``sql/stored/switch_counts.sql``). No setting is applied here, so changing
+the idle window takes effect at once.
+
+Every column is a sum, so it follows ``state_transitions`` by addition: the
+transitions a fold removes are retracted (:func:`retract`), the ones it adds
+are added (:func:`add`), and :func:`merge` folds both into the table
+(:mod:`ledger.analytics.session_aggregates` calls them where it deletes and
+inserts transitions).
+"""
+
+# Every SQL string here is a module constant over our own tables: S608 does not apply.
+# ruff: noqa: S608
+from __future__ import annotations
+
+from typing import Final
+
+import duckdb
+
+TABLE: Final = "state_moves"
+_DELTA: Final = "state_moves_delta"
+
+DDL: Final = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    requested_model VARCHAR, actor_id VARCHAR, day_number BIGINT, gap_ceil_s BIGINT,
+    moves BIGINT NOT NULL, tokens_lost BIGINT NOT NULL)
+"""
+
+_KEY: Final = "requested_model, actor_id, day_number, gap_ceil_s"
+
+# {src}: transitions (state_transitions' columns); {sign}: 1 to add them, -1 to retract.
+# tokens_lost as sql/switch_moves.sql defines it.
+_PARTS: Final = f"""
+INSERT INTO {_DELTA}
+SELECT {_KEY}, {{sign}} * count(*), {{sign}} * CAST(coalesce(sum(tokens_lost), 0) AS BIGINT)
+FROM (
+    SELECT
+        requested_model,
+        actor_id,
+        epoch_us(started_at) // 86400000000 AS day_number,
+        CAST(ceil(gap_s) AS BIGINT) AS gap_ceil_s,
+        CASE WHEN usage_reported THEN greatest(0,
+            least(coalesce(previous_cache_read_tokens, 0), coalesce(input_tokens, 0))
+                - coalesce(cache_read_tokens, 0)) ELSE 0 END AS tokens_lost
+    FROM {{src}}
+    WHERE changed
+)
+GROUP BY {_KEY}
+"""
+
+_SAME_KEY: Final = (
+    "o.requested_model IS NOT DISTINCT FROM d.requested_model "
+    "AND o.actor_id IS NOT DISTINCT FROM d.actor_id "
+    "AND o.day_number IS NOT DISTINCT FROM d.day_number "
+    "AND o.gap_ceil_s IS NOT DISTINCT FROM d.gap_ceil_s"
+)
+
+
+def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(DDL)
+
+
+def _ensure_delta(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_DELTA} AS SELECT * FROM {TABLE} LIMIT 0")
+
+
+def retract(con: duckdb.DuckDBPyConnection, src: str) -> None:
+    """Note that the transitions of relation ``src`` are about to leave ``state_transitions``."""
+    _ensure_delta(con)
+    con.execute(_PARTS.format(src=src, sign=-1))
+
+
+def add(con: duckdb.DuckDBPyConnection, src: str) -> None:
+    """Note that the transitions of relation ``src`` joined ``state_transitions``."""
+    _ensure_delta(con)
+    con.execute(_PARTS.format(src=src, sign=1))
+
+
+def merge(con: duckdb.DuckDBPyConnection) -> None:
+    """Fold what :func:`retract` and :func:`add` noted into ``state_moves``.
+
+    Only the buckets they touch are rewritten; a bucket left with no move goes.
+    """
+    _ensure_delta(con)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE state_moves_old AS SELECT o.* FROM ("
+        f"SELECT rowid AS rid, * FROM {TABLE}) AS o "
+        f"WHERE EXISTS (SELECT 1 FROM {_DELTA} AS d WHERE {_SAME_KEY})"
+    )
+    con.execute(f"DELETE FROM {TABLE} WHERE rowid IN (SELECT rid FROM state_moves_old)")
+    con.execute(
+        f"INSERT INTO {TABLE} "
+        f"SELECT {_KEY}, CAST(sum(moves) AS BIGINT), CAST(sum(tokens_lost) AS BIGINT) "
+        f"FROM (SELECT * EXCLUDE (rid) FROM state_moves_old UNION ALL SELECT * FROM {_DELTA}) "
+        f"GROUP BY {_KEY} HAVING sum(moves) <> 0"
+    )
+    con.execute("DROP TABLE state_moves_old")
+    con.execute(f"DROP TABLE {_DELTA}")
