@@ -61,14 +61,15 @@ def switch_cost(chosen: Filters) -> None:
         )
         return
     frame = data.load("switch_costs", chosen)
-    money = [c for c in frame.columns if fmt.is_money(c)]
     cols = st.columns(3)
     cols[0].metric("Switches in the pin window", _summed(frame, "switches"))
     cols[1].metric("Idle releases", _summed(frame, "idle_releases"))
-    cols[2].metric("Cache lost to switches", fmt.dollars(summary.total_usd(frame[money[0]]))
-                   if money else "unknown",
+    # cost_usd, as `ledger report` says it: switches and idle releases both cost the cache
+    cols[2].metric("Cache lost to stickiness failures",
+                   fmt.dollars(summary.total_usd(frame["cost_usd"]))
+                   if "cost_usd" in frame else "unknown",
                    help="Cache-read tokens lost on the first call after each switch or idle "
-                        "release, priced at list prices.")  # fmt: skip
+                        "release, priced at list prices (the switch_costs view).")  # fmt: skip
 
 
 def _summed(frame: pd.DataFrame, column: str) -> str:

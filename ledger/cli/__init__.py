@@ -6,6 +6,7 @@ by import path so the top level loads fast and a new command is one line here.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import logging
 import sys
@@ -50,6 +51,17 @@ class _LazyGroup(click.Group):
                 assert isinstance(command, click.Command)
                 return command
         return None
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        # click suggests from the commands a group holds, and a lazy one holds none yet
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=2)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise click.UsageError(f"No such command {name!r}.{hint}", ctx)
+        return super().resolve_command(ctx, args)
 
 
 @click.group(cls=_LazyGroup)

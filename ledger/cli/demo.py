@@ -252,7 +252,7 @@ def demo(
         with open_analytics(err) as analytics:
             routing = recommendations(analytics)
         if not routing:
-            raise click.ClickException(
+            raise click.UsageError(  # exit 2, like every "the ledger cannot answer this"
                 "no verdict in this ledger recommends a change: run `ledger demo` first"
             )
     before = count_rows(url)

@@ -44,3 +44,13 @@ def test_ledger_errors_are_one_line_and_exit_2(
     assert raised.value.code == 2
     err = capsys.readouterr().err
     assert err == "ledger: LEDGER_DATABASE_URL is not a valid SQLAlchemy URL\n"
+
+
+def test_a_mistyped_command_is_exit_2_with_the_nearest_names(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.argv", ["ledger", "reprot"])
+    with pytest.raises(SystemExit) as raised:
+        ledger_cli.main()
+    assert raised.value.code == 2
+    assert "No such command 'reprot'. Did you mean 'report'" in capsys.readouterr().err

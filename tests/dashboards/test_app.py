@@ -64,6 +64,8 @@ def expect_overview(a: Analytics, f: Filters) -> dict[str, str]:
         "Response-cache saving": fmt.dollars(a.response_cache_saving(f).usd),
         "Fallback rate": fmt.rate(share(calls["fell_back"].sum(), provider_calls)),
         "Error rate": fmt.rate(share(card["errors"].sum(), card["attempts"].sum())),
+        # the figure `ledger report` prints: switches and idle releases
+        "Cache lost to stickiness failures": fmt.dollars(a.switch_cost_totals(f).cost_usd),
     }
 
 

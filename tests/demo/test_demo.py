@@ -158,4 +158,4 @@ def test_ledger_demo_applies_the_recommendations_and_shows_the_change(
     monkeypatch.setenv("LEDGER_DATABASE_URL", url)
     monkeypatch.setenv("LEDGER_ANALYTICS_PATH", str(tmp_path / "analytics.duckdb"))
     none = CliRunner().invoke(cli, ["demo", "--apply-recommendations", "--no-dashboard"])
-    assert none.exit_code != 0 and "no verdict in this ledger recommends a change" in none.output
+    assert none.exit_code == 2 and "no verdict in this ledger recommends a change" in none.output

@@ -513,7 +513,7 @@ explained AS (
         CASE
             WHEN coalesce(switches, 0) + coalesce(idle_releases, 0) = 0 THEN ''
             ELSE printf(
-                ' Stickiness failures today: %d switches and %d idle releases lost %d cache-read tokens (%s).',
+                ' Stickiness failures in the rows read: %d switches and %d idle releases lost %d cache-read tokens (%s).',
                 switches, idle_releases, tokens_lost,
                 CASE WHEN switch_unpriced THEN 'unpriced'
                     ELSE printf('$%.4f', switch_cost_usd) END)
