@@ -50,7 +50,7 @@ from ledger.gateway.translate import (
     messages_to_chat,
 )
 from ledger.gateway.translate_stream import ChatToMessages, MessagesToChat
-from ledger.gateway.upstream import Filing, Upstreams
+from ledger.gateway.upstream import Filing, UpstreamResponse, Upstreams
 from ledger.instrument.meter import Exchange
 from ledger.providers import PROVIDERS
 
@@ -185,7 +185,7 @@ class Caller:
         outcome: Outcome,
     ) -> ProviderError | None:
         """One attempt; None once the client has its answer, else the attempt's error."""
-        response: httpx.Response | None = None
+        response: UpstreamResponse | None = None
         try:
             response = await self.upstreams.send(exchange.prep, exchange)
             if response is None:
@@ -205,7 +205,7 @@ class Caller:
         inbound: Inbound,
         target: Target,
         exchange: Exchange,
-        response: httpx.Response,
+        response: UpstreamResponse,
         send: Send,
         last: bool,
         outcome: Outcome,
@@ -238,7 +238,7 @@ class Caller:
         inbound: Inbound,
         target: Target,
         exchange: Exchange,
-        response: httpx.Response,
+        response: UpstreamResponse,
         send: Send,
         last: bool,
         outcome: Outcome,
