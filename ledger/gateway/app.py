@@ -7,6 +7,10 @@
     GET  /v1/models             the public model names (OpenAI's list shape, or
                                 Anthropic's when the request carries anthropic-version)
     GET  /healthz               liveness, no key needed
+    POST /v1/traces             OTLP/HTTP traces in (``otlp = true``): GenAI client spans
+                                from other instrumentations become rows
+                                (:class:`ledger.otel.receiver.OTLPReceiver`), behind the
+                                same gateway keys
 
 A request passes, in order: the gateway key (401 without a valid one), the
 ADR-0016 rate limiter (:class:`~ledger.resilience.ResilienceMiddleware`, keyed by
@@ -34,7 +38,13 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ledger.attempt import Recorder
-from ledger.errors import BudgetExceeded, HTTPResponse, ProviderConfigurationError, TooManyRequests
+from ledger.errors import (
+    BudgetExceeded,
+    ConfigurationError,
+    HTTPResponse,
+    ProviderConfigurationError,
+    TooManyRequests,
+)
 from ledger.gateway.access_log import ACCESS_LOG_ENV, configure_access_log, log_access
 from ledger.gateway.answers import JSON, NO_STORE, error_response
 from ledger.gateway.auth import KeyTable, presented_key
@@ -51,6 +61,7 @@ from ledger.resilience.middleware import ResilienceMiddleware
 
 if TYPE_CHECKING:
     from ledger.budgets.guard import BudgetGuard
+    from ledger.otel.receiver import OTLPReceiver
     from ledger.resilience.redis_backend import RedisConnections
 
 Scope = MutableMapping[str, Any]
@@ -61,6 +72,7 @@ Send = Callable[[Message], Awaitable[None]]
 log = logging.getLogger("ledger.gateway")
 
 ROUTES: Final[dict[str, Wire]] = {"/v1/chat/completions": "chat", "/v1/messages": "messages"}
+TRACES: Final = "/v1/traces"
 #: A request body larger than this is refused (413) before it is read further.
 MAX_BODY_BYTES: Final = 32 * 1024 * 1024
 #: The key prefix of the gateway's limiter windows and cache entries in Redis.
@@ -169,6 +181,7 @@ class GatewayApp:
             refusal=_refusal,
         )
         self._in_flight = 0
+        self.otlp = _receiver(self.upstreams.recorder) if config.otlp else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -181,11 +194,13 @@ class GatewayApp:
             await _send_answer(send, (200, [JSON, NO_STORE], b'{"status":"ok"}'))
             return
         wire = ROUTES.get(path)
-        if path != "/v1/models" and wire is None:
+        if path == TRACES and self.otlp is not None:
+            wire = None
+        elif path != "/v1/models" and wire is None:
             await _send_answer(send, error_response("chat", 404, f"no route {path}"))
             return
         expected = "GET" if wire is None else "POST"
-        if method != expected:
+        if method != expected and path != TRACES:
             await _send_answer(send, error_response(wire or "chat", 405, f"use {expected} {path}"))
             return
         headers = _headers(scope)
@@ -198,6 +213,9 @@ class GatewayApp:
             )
             return
         scope.setdefault("state", {})[KEY_STATE] = found
+        if path == TRACES and self.otlp is not None:
+            await self.otlp(scope, receive, send)
+            return
         if wire is None:
             await self._models(headers, send)
             return
@@ -356,6 +374,19 @@ class GatewayApp:
         flush = getattr(self.ledger, "flush", None)
         if callable(flush):
             await asyncio.to_thread(flush)
+
+
+def _receiver(recorder: Recorder) -> OTLPReceiver:
+    """The OTLP receiver, recording through the gateway's own recorder (the budget guard
+    counts spans' spend as it counts the gateway's calls)."""
+    try:
+        from ledger.otel.receiver import OTLPReceiver
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"otlp = true needs the OpenTelemetry packages ({exc.name} is missing): "
+            "pip install 'ledger[otel]'"
+        ) from None
+    return OTLPReceiver(recorder.record)
 
 
 async def _disconnect(receive: Receive) -> None:

@@ -115,7 +115,9 @@ class Upstreams:
             self.http = _httpx_client(config)
         self.pool = Http1Pool(Timeouts(connect=10.0, read=config.timeout_s))
         # The gateway forwards what its client sent: no sticky key of the meter's own.
-        self.meter = Meter(ledger=GuardedRecorder(ledger, guard), strict=strict, sticky_key=False)
+        #: Where rows go: the ledger, the budget guard told of each (OTLP spans' rows too).
+        self.recorder = GuardedRecorder(ledger, guard)
+        self.meter = Meter(ledger=self.recorder, strict=strict, sticky_key=False)
         self._providers: dict[str, Provider] = {}
 
     def provider(self, name: str) -> Provider:
