@@ -61,6 +61,7 @@ from ledger.resilience.middleware import ResilienceMiddleware
 
 if TYPE_CHECKING:
     from ledger.budgets.guard import BudgetGuard
+    from ledger.budgets.shared import SharedBudgetGuard
     from ledger.otel.receiver import OTLPReceiver
     from ledger.resilience.redis_backend import RedisConnections
 
@@ -150,7 +151,7 @@ class GatewayApp:
         config: GatewayConfig,
         ledger: Recorder,
         *,
-        guard: BudgetGuard | None = None,
+        guard: BudgetGuard | SharedBudgetGuard | None = None,
         limiter: RateLimiter | None = None,
         upstreams: Upstreams | None = None,
         cache: ResponseCache[Answer] | None = None,
@@ -368,6 +369,9 @@ class GatewayApp:
     async def aclose(self) -> None:
         """Close the upstream connections and flush the ledger (rows reach the database)."""
         await self.upstreams.aclose()
+        drain = getattr(self.upstreams.guard, "drain", None)
+        if drain is not None:
+            await drain()  # the last rows' spend reaches the shared budget totals
         if self.redis is not None:
             await self.redis.aclose()
             self.redis.close()
@@ -408,16 +412,18 @@ def create_app(
     from ledger.store.ledger import default_ledger
 
     recorder = ledger if ledger is not None else default_ledger()
-    guard = None
+    local: BudgetGuard | None = None
     if config.budgets:
         from ledger.budgets import BudgetGuard
         from ledger.budgets import load_config as load_budgets
 
-        guard = BudgetGuard.from_ledger(load_budgets())
+        local = BudgetGuard.from_ledger(load_budgets())
+    guard: BudgetGuard | SharedBudgetGuard | None = local
     limiter: RateLimiter | None = None
     cache: ResponseCache[Answer] | None = None
     redis = None
-    if config.redis_url and (config.rate_limit is not None or config.response_cache):
+    shared = config.rate_limit is not None or config.response_cache or guard is not None
+    if config.redis_url and shared:
         from ledger.resilience import (
             RedisCacheStore,
             RedisConnections,
@@ -440,6 +446,11 @@ def create_app(
         if config.response_cache:
             store = RedisCacheStore(redis, prefix=REDIS_PREFIX, health=health)
             cache = ResponseCache(ttl_s=config.cache_ttl_s, shared=store)
+        if local is not None:
+            from ledger.budgets.shared import SharedBudgetGuard
+
+            guard = SharedBudgetGuard(local, redis, prefix=f"{REDIS_PREFIX}budget:", health=health)
+            guard.seed_from_local()
     return GatewayApp(
         config, recorder, guard=guard, limiter=limiter, cache=cache, redis=redis, strict=strict
     )

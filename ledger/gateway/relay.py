@@ -149,7 +149,8 @@ class Caller:
             prep = self.upstreams.prepare(inbound, target, body, filing)
             guard = self.upstreams.guard
             if guard is not None:
-                guard.before_send(prep, dt.datetime.now(dt.UTC))  # BudgetExceeded: nothing sent
+                # BudgetExceeded: nothing sent
+                await guard.abefore_send(prep, dt.datetime.now(dt.UTC))
             exchange = self.upstreams.exchange(prep, target.wire)
             outcome.attempts = plan.attempt
             last = index == len(routes) - 1

@@ -36,6 +36,9 @@ from ledger.providers.openai_compat import OpenAIStyleProvider
 
 if TYPE_CHECKING:
     from ledger.budgets.guard import BudgetGuard
+    from ledger.budgets.shared import SharedBudgetGuard
+
+    Guard = BudgetGuard | SharedBudgetGuard
 
 #: httpx's timeout family: an attempt that timed out is recorded as ``timeout``.
 TIMEOUTS: Final = (httpx.TimeoutException,)
@@ -73,7 +76,7 @@ def _httpx_client(config: GatewayConfig) -> httpx.AsyncClient:
 class GuardedRecorder:
     """The ledger, with the budget guard told of every row (as the client does)."""
 
-    def __init__(self, ledger: Recorder, guard: BudgetGuard | None) -> None:
+    def __init__(self, ledger: Recorder, guard: Guard | None) -> None:
         self.ledger = ledger
         self.guard = guard
 
@@ -101,7 +104,7 @@ class Upstreams:
         config: GatewayConfig,
         ledger: Recorder,
         *,
-        guard: BudgetGuard | None = None,
+        guard: Guard | None = None,
         http: httpx.AsyncClient | None = None,
         strict: bool | None = None,
     ) -> None:
