@@ -48,7 +48,7 @@ from ledger.errors import (
 from ledger.gateway.access_log import ACCESS_LOG_ENV, configure_access_log, log_access
 from ledger.gateway.answers import JSON, NO_STORE, error_response
 from ledger.gateway.auth import KeyTable, presented_key
-from ledger.gateway.cache import Answer, Capture, GatewayCache, cacheable
+from ledger.gateway.cache import MAX_STREAM_BYTES, Answer, Capture, GatewayCache, cacheable
 from ledger.gateway.config import GatewayConfig, GatewayKey, Target, Wire, load_config
 from ledger.gateway.inbound import BadRequest, Inbound, parse
 from ledger.gateway.relay import Caller, Outcome, bodies_for
@@ -290,7 +290,9 @@ class GatewayApp:
                 )
                 await _send_answer(send, error_response(wire, 404, message, code="model_not_found"))
                 return
-            if self.cache is not None and cacheable(inbound):
+            if self.cache is not None and cacheable(inbound) and inbound.stream:
+                call = self._cached_stream(inbound, chain, bodies, send, outcome)
+            elif self.cache is not None and cacheable(inbound):
                 call = self._cached(inbound, chain, bodies, send, outcome)
             else:
                 call = self.caller.run(inbound, chain, bodies, send, outcome)
@@ -340,6 +342,35 @@ class GatewayApp:
         headers.append((b"x-ledger-cache", b"hit" if hit else b"miss"))
         await send({"type": "http.response.start", "status": value["status"], "headers": headers})
         await send({"type": "http.response.body", "body": value["body"].encode()})
+
+    async def _cached_stream(
+        self,
+        inbound: Inbound,
+        chain: tuple[Target, ...],
+        bodies: list[Mapping[str, Any]],
+        send: Send,
+        outcome: Outcome,
+    ) -> None:
+        """A stream replayed from the cache, else relayed live and stored if it ended
+        normally (see :mod:`ledger.gateway.cache`)."""
+        assert self.cache is not None
+        stored = await self.cache.stored(inbound, chain)
+        if stored is not None:
+            outcome.status = stored["status"]
+            headers = [
+                (k.encode("latin-1"), v.encode("latin-1"))
+                for k, v in stored["headers"]
+                if k != "x-ledger-call-id"
+            ]
+            headers.append((b"x-ledger-cache", b"hit"))
+            await send(
+                {"type": "http.response.start", "status": outcome.status, "headers": headers}
+            )
+            await send({"type": "http.response.body", "body": stored["body"].encode()})
+            return
+        capture = Capture(send, limit=MAX_STREAM_BYTES)
+        await self.caller.run(inbound, chain, bodies, capture.send, outcome)
+        await self.cache.keep(inbound, capture.answer(outcome))
 
     async def _watched(self, call: Awaitable[None], receive: Receive) -> None:
         """Run ``call``, cancelling it if the client disconnects first."""
