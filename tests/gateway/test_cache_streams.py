@@ -10,8 +10,8 @@ import httpx
 import openai
 
 from ledger.simulator import Simulator
-from tests.gateway.conftest import KEY, OTHER_KEY, Served, sim_table
-from tests.llm_loopback import Rows
+from tests.gateway.conftest import KEY, OTHER_KEY, Served, config_table, sim_table
+from tests.llm_loopback import LoopbackLLM, Reply, Rows
 
 
 def _stream(
@@ -90,3 +90,30 @@ def test_paused_streams_and_other_options_are_never_served_from_the_cache(
     assert _stream(served, plain).headers["x-ledger-cache"] == "miss"  # another answer's shape
     assert _stream(served, usage).headers["x-ledger-cache"] == "miss"  # other bytes
     assert not any(e.response_cache_hit for e in rows.wait(5))
+
+
+def test_a_stream_the_upstream_broke_off_is_not_stored(
+    loopback: LoopbackLLM, serve_gateway: Callable[..., Served], rows: Rows
+) -> None:
+    url = loopback.url
+    served = serve_gateway(
+        config_table(url + "/v1", url, url + "/api/v1", response_cache=True, passthrough=["openai"])
+    )
+    sse = "openai_stream_include_usage_real.sse"
+    loopback.queue(Reply.payload(sse, drop_after=3))  # the connection closes mid-stream
+    loopback.queue(Reply.payload(sse))
+    loopback.queue(Reply.payload(sse))
+    body = {
+        "model": "openai/gpt-4o-mini",
+        "stream": True,
+        "messages": [{"role": "user", "content": f"Tell me about seas {uuid.uuid4()}"}],
+    }
+    broken, whole, replayed = (_stream(served, body) for _ in range(3))
+    assert [r.headers["x-ledger-cache"] for r in (broken, whole, replayed)] == [
+        "miss",
+        "miss",
+        "hit",
+    ]
+    assert not broken.content.rstrip().endswith(b"data: [DONE]")
+    assert replayed.content == whole.content
+    assert [e.response_cache_hit for e in rows.wait(3)] == [False, False, True]
