@@ -34,6 +34,8 @@ import httpx
 #: Upstream bytes queued for a consumer that lags before the socket stops being read.
 HIGH_WATER_BYTES: Final = 256 * 1024
 USER_AGENT: Final = b"ledger-gateway"
+#: Headers the pool writes itself; a caller's copy of them is not sent.
+_OURS: Final = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +249,8 @@ class Http1Pool:
         origin, head = self._target(url)
         lines = [method.encode(), b" ", head]
         for name, value in headers.items():
+            if name.lower() in _OURS:
+                continue  # framing is this client's to state, once
             lines += [name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n"]
         lines += [b"content-length: ", str(len(content)).encode(), b"\r\n\r\n", content]
         await self._slots.acquire()
