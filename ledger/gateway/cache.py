@@ -1,4 +1,4 @@
-"""The ADR-0016 response cache in front of the cascade, for whole (non-streamed) answers.
+"""The ADR-0016 response cache in front of the cascade, for whole answers and streams.
 
 The key is :func:`ledger.resilience.keys.cache_key` of (the request body as
 canonical JSON, the turn's locale, the public model), so two requests share an
