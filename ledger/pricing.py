@@ -245,6 +245,41 @@ def _library_price(
     return total
 
 
+#: (model, provider id, api url) -> the model's price entry and the url it was found by, or
+#: the LookupError; the bundled table never changes in a process, so a lookup (a scan of
+#: every model's match rules, ~0.1 ms, on every attempt) is done once per key.
+_found: dict[tuple[str, str | None, str | None], tuple[Any, str | None] | LookupError] = {}
+_FOUND_MAX: Final = 4096
+
+
+def _find_model(
+    snapshot: Any, model: str, provider_id: str | None, url: str | None
+) -> tuple[Any, str | None]:
+    """The model's price entry and the url it was priced by; ``LookupError`` if unpriced."""
+    key = (model, provider_id, url)
+    found = _found.get(key)
+    if found is None:
+        try:
+            try:
+                _, info = snapshot.find_provider_model(model, None, provider_id, url)
+            except LookupError:
+                if provider_id or not url:
+                    raise
+                # A local or proxy base URL names no provider: infer it from the model name
+                # (a proxy serving gpt-4o-mini is priced as gpt-4o-mini), and price by it.
+                url = None
+                _, info = snapshot.find_provider_model(model, None, None, None)
+            found = (info, url)
+        except LookupError as exc:
+            found = exc
+        if len(_found) >= _FOUND_MAX:
+            _found.clear()
+        _found[key] = found
+    if isinstance(found, LookupError):
+        raise LookupError(*found.args)
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class Priced:
     """A computed price and the components it had no rate for (empty: complete)."""
@@ -268,15 +303,7 @@ def computed_price(
     url = None if provider_id else api_url
     try:
         snapshot = _bundled_snapshot()
-        try:
-            _, info = snapshot.find_provider_model(model, None, provider_id, url)
-        except LookupError:
-            if provider_id or not url:
-                raise
-            # A local or proxy base URL names no provider: infer it from the model name
-            # (a proxy serving gpt-4o-mini is priced as gpt-4o-mini), and price by it.
-            url = None
-            _, info = snapshot.find_provider_model(model, None, None, None)
+        info, url = _find_model(snapshot, model, provider_id, url)
         prices = info.get_prices(at)
         missing = missing_rates(prices, usage)
         total = _linear_price(prices, usage)

@@ -145,6 +145,11 @@ class BudgetGuard:
             key = (budget, subject, day.isoformat())
             self._spent[key] = self._spent.get(key, _ZERO) + spent_usd
 
+    def day_totals(self) -> dict[_Key, Decimal]:
+        """The recorded spend per (budget, subject, day), reservations excluded."""
+        with self._lock:
+            return dict(self._spent)
+
     # -- the hot path ----------------------------------------------------------
 
     def spent(self, budget: str, subject: str, window: str) -> Decimal:
@@ -172,7 +177,7 @@ class BudgetGuard:
         known = [c for c in costs if c is not None]
         return max(known) if known else None
 
-    def _keys(
+    def keys(
         self,
         actor_id: str | None,
         model: str,
@@ -180,6 +185,7 @@ class BudgetGuard:
         call_id: str,
         day: str,
     ) -> list[tuple[Budget, _Key]]:
+        """The budgets a call applies to, each with its (budget, subject, window) key."""
         return [
             (
                 b,
@@ -195,7 +201,7 @@ class BudgetGuard:
         """Reserve this attempt's worst case, or raise :class:`BudgetExceeded` (nothing sent)."""
         call, target = prep.call, prep.target
         day = now.astimezone(dt.UTC).date().isoformat()
-        keys = self._keys(call.actor_id, target.requested_model, call.tags, target.call_id, day)
+        keys = self.keys(call.actor_id, target.requested_model, call.tags, target.call_id, day)
         if not keys:
             return
         estimate = self.worst_case(prep)
@@ -211,12 +217,27 @@ class BudgetGuard:
             flight = (target.call_id, target.attempt)
             self._flights[flight] = _Reservation([k for _, k in keys], amount, expires)
 
+    async def abefore_send(self, prep: Prepared, now: dt.datetime) -> None:
+        """:meth:`before_send` for async callers (the gateway), as the shared guard has it."""
+        self.before_send(prep, now)
+
     def _check(self, budget: Budget, key: _Key, estimate: Decimal | None, day: str) -> None:
-        limit = budget.limits["limit_usd" if budget.per_day else "max_usd"]
         spent = self._recorded(key) + self._reserved.get(key, _ZERO)
-        unpriced = estimate is None and self.unknown_price == "refuse"
-        if not unpriced and spent + (estimate or _ZERO) <= limit:
+        if self.allows(budget, spent, estimate):
             return
+        raise self.refusal(budget, key, spent, estimate, day)
+
+    def allows(self, budget: Budget, spent: Decimal, estimate: Decimal | None) -> bool:
+        """Whether ``estimate`` more on ``spent`` (recorded + in flight) stays in ``budget``."""
+        limit = budget.limits["limit_usd" if budget.per_day else "max_usd"]
+        unpriced = estimate is None and self.unknown_price == "refuse"
+        return not unpriced and spent + (estimate or _ZERO) <= limit
+
+    def refusal(
+        self, budget: Budget, key: _Key, spent: Decimal, estimate: Decimal | None, day: str
+    ) -> BudgetExceeded:
+        """The error refusing a call on ``key`` (logged once per budget, subject and day)."""
+        limit = budget.limits["limit_usd" if budget.per_day else "max_usd"]
         name, subject, _ = key
         if budget.per_day:
             who = f"{'agent' if budget.kind == 'agent_day' else 'model'} {subject or '(none)'}"
@@ -239,12 +260,12 @@ class BudgetGuard:
         if logged not in self._logged:
             self._logged.add(logged)
             log.warning("%s", exc)
-        raise exc
+        return exc
 
     def observe(self, event: UsageEvent) -> None:
         """Count a recorded row: release its reservation, add its cost to the totals."""
         day = event.started_at.astimezone(dt.UTC).date().isoformat()
-        keys = self._keys(event.actor_id, event.requested_model, event.tags, event.call_id, day)
+        keys = self.keys(event.actor_id, event.requested_model, event.tags, event.call_id, day)
         with self._lock:
             self._roll(day)
             self._release(self._flights.pop((event.call_id, event.attempt), None))

@@ -10,6 +10,8 @@ cascade's plan (ADR-0014), refusals by the ADR-0016 limiter and the budget guard
 * :mod:`.auth`: gateway keys, stored as SHA-256 digests
 * :mod:`.inbound`: one request's wire, body, model and identity
 * :mod:`.upstream`: one attempt's request and its metered exchange
+* :mod:`.http1`: the lean keep-alive HTTP/1.1 pool the upstream calls go through
+* :mod:`.cache`: the response cache (whole answers and completed streams)
 * :mod:`.relay`: the cascade with bytes relayed (commit at the first token)
 * :mod:`.translate`, :mod:`.translate_stream`: OpenAI <-> Anthropic wire
 * :mod:`.app`: the ASGI application; :mod:`.serve`: uvicorn, graceful shutdown

@@ -7,6 +7,10 @@
     GET  /v1/models             the public model names (OpenAI's list shape, or
                                 Anthropic's when the request carries anthropic-version)
     GET  /healthz               liveness, no key needed
+    POST /v1/traces             OTLP/HTTP traces in (``otlp = true``): GenAI client spans
+                                from other instrumentations become rows
+                                (:class:`ledger.otel.receiver.OTLPReceiver`), behind the
+                                same gateway keys
 
 A request passes, in order: the gateway key (401 without a valid one), the
 ADR-0016 rate limiter (:class:`~ledger.resilience.ResilienceMiddleware`, keyed by
@@ -34,11 +38,17 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ledger.attempt import Recorder
-from ledger.errors import BudgetExceeded, HTTPResponse, ProviderConfigurationError, TooManyRequests
+from ledger.errors import (
+    BudgetExceeded,
+    ConfigurationError,
+    HTTPResponse,
+    ProviderConfigurationError,
+    TooManyRequests,
+)
 from ledger.gateway.access_log import ACCESS_LOG_ENV, configure_access_log, log_access
 from ledger.gateway.answers import JSON, NO_STORE, error_response
 from ledger.gateway.auth import KeyTable, presented_key
-from ledger.gateway.cache import Answer, Capture, GatewayCache, cacheable
+from ledger.gateway.cache import MAX_STREAM_BYTES, Answer, Capture, GatewayCache, cacheable
 from ledger.gateway.config import GatewayConfig, GatewayKey, Target, Wire, load_config
 from ledger.gateway.inbound import BadRequest, Inbound, parse
 from ledger.gateway.relay import Caller, Outcome, bodies_for
@@ -51,6 +61,8 @@ from ledger.resilience.middleware import ResilienceMiddleware
 
 if TYPE_CHECKING:
     from ledger.budgets.guard import BudgetGuard
+    from ledger.budgets.shared import SharedBudgetGuard
+    from ledger.otel.receiver import OTLPReceiver
     from ledger.resilience.redis_backend import RedisConnections
 
 Scope = MutableMapping[str, Any]
@@ -61,6 +73,7 @@ Send = Callable[[Message], Awaitable[None]]
 log = logging.getLogger("ledger.gateway")
 
 ROUTES: Final[dict[str, Wire]] = {"/v1/chat/completions": "chat", "/v1/messages": "messages"}
+TRACES: Final = "/v1/traces"
 #: A request body larger than this is refused (413) before it is read further.
 MAX_BODY_BYTES: Final = 32 * 1024 * 1024
 #: The key prefix of the gateway's limiter windows and cache entries in Redis.
@@ -138,7 +151,7 @@ class GatewayApp:
         config: GatewayConfig,
         ledger: Recorder,
         *,
-        guard: BudgetGuard | None = None,
+        guard: BudgetGuard | SharedBudgetGuard | None = None,
         limiter: RateLimiter | None = None,
         upstreams: Upstreams | None = None,
         cache: ResponseCache[Answer] | None = None,
@@ -169,6 +182,7 @@ class GatewayApp:
             refusal=_refusal,
         )
         self._in_flight = 0
+        self.otlp = _receiver(self.upstreams.recorder) if config.otlp else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -181,11 +195,13 @@ class GatewayApp:
             await _send_answer(send, (200, [JSON, NO_STORE], b'{"status":"ok"}'))
             return
         wire = ROUTES.get(path)
-        if path != "/v1/models" and wire is None:
+        if path == TRACES and self.otlp is not None:
+            wire = None
+        elif path != "/v1/models" and wire is None:
             await _send_answer(send, error_response("chat", 404, f"no route {path}"))
             return
         expected = "GET" if wire is None else "POST"
-        if method != expected:
+        if method != expected and path != TRACES:
             await _send_answer(send, error_response(wire or "chat", 405, f"use {expected} {path}"))
             return
         headers = _headers(scope)
@@ -198,6 +214,9 @@ class GatewayApp:
             )
             return
         scope.setdefault("state", {})[KEY_STATE] = found
+        if path == TRACES and self.otlp is not None:
+            await self.otlp(scope, receive, send)
+            return
         if wire is None:
             await self._models(headers, send)
             return
@@ -271,7 +290,9 @@ class GatewayApp:
                 )
                 await _send_answer(send, error_response(wire, 404, message, code="model_not_found"))
                 return
-            if self.cache is not None and cacheable(inbound):
+            if self.cache is not None and cacheable(inbound) and inbound.stream:
+                call = self._cached_stream(inbound, chain, bodies, send, outcome)
+            elif self.cache is not None and cacheable(inbound):
                 call = self._cached(inbound, chain, bodies, send, outcome)
             else:
                 call = self.caller.run(inbound, chain, bodies, send, outcome)
@@ -322,6 +343,35 @@ class GatewayApp:
         await send({"type": "http.response.start", "status": value["status"], "headers": headers})
         await send({"type": "http.response.body", "body": value["body"].encode()})
 
+    async def _cached_stream(
+        self,
+        inbound: Inbound,
+        chain: tuple[Target, ...],
+        bodies: list[Mapping[str, Any]],
+        send: Send,
+        outcome: Outcome,
+    ) -> None:
+        """A stream replayed from the cache, else relayed live and stored if it ended
+        normally (see :mod:`ledger.gateway.cache`)."""
+        assert self.cache is not None
+        stored = await self.cache.stored(inbound, chain)
+        if stored is not None:
+            outcome.status = stored["status"]
+            headers = [
+                (k.encode("latin-1"), v.encode("latin-1"))
+                for k, v in stored["headers"]
+                if k != "x-ledger-call-id"
+            ]
+            headers.append((b"x-ledger-cache", b"hit"))
+            await send(
+                {"type": "http.response.start", "status": outcome.status, "headers": headers}
+            )
+            await send({"type": "http.response.body", "body": stored["body"].encode()})
+            return
+        capture = Capture(send, limit=MAX_STREAM_BYTES)
+        await self.caller.run(inbound, chain, bodies, capture.send, outcome)
+        await self.cache.keep(inbound, capture.answer(outcome))
+
     async def _watched(self, call: Awaitable[None], receive: Receive) -> None:
         """Run ``call``, cancelling it if the client disconnects first."""
         task = asyncio.ensure_future(call)
@@ -350,12 +400,28 @@ class GatewayApp:
     async def aclose(self) -> None:
         """Close the upstream connections and flush the ledger (rows reach the database)."""
         await self.upstreams.aclose()
+        drain = getattr(self.upstreams.guard, "drain", None)
+        if drain is not None:
+            await drain()  # the last rows' spend reaches the shared budget totals
         if self.redis is not None:
             await self.redis.aclose()
             self.redis.close()
         flush = getattr(self.ledger, "flush", None)
         if callable(flush):
             await asyncio.to_thread(flush)
+
+
+def _receiver(recorder: Recorder) -> OTLPReceiver:
+    """The OTLP receiver, recording through the gateway's own recorder (the budget guard
+    counts spans' spend as it counts the gateway's calls)."""
+    try:
+        from ledger.otel.receiver import OTLPReceiver
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"otlp = true needs the OpenTelemetry packages ({exc.name} is missing): "
+            "pip install 'ledger[otel]'"
+        ) from None
+    return OTLPReceiver(recorder.record)
 
 
 async def _disconnect(receive: Receive) -> None:
@@ -377,16 +443,18 @@ def create_app(
     from ledger.store.ledger import default_ledger
 
     recorder = ledger if ledger is not None else default_ledger()
-    guard = None
+    local: BudgetGuard | None = None
     if config.budgets:
         from ledger.budgets import BudgetGuard
         from ledger.budgets import load_config as load_budgets
 
-        guard = BudgetGuard.from_ledger(load_budgets())
+        local = BudgetGuard.from_ledger(load_budgets())
+    guard: BudgetGuard | SharedBudgetGuard | None = local
     limiter: RateLimiter | None = None
     cache: ResponseCache[Answer] | None = None
     redis = None
-    if config.redis_url and (config.rate_limit is not None or config.response_cache):
+    shared = config.rate_limit is not None or config.response_cache or guard is not None
+    if config.redis_url and shared:
         from ledger.resilience import (
             RedisCacheStore,
             RedisConnections,
@@ -409,6 +477,11 @@ def create_app(
         if config.response_cache:
             store = RedisCacheStore(redis, prefix=REDIS_PREFIX, health=health)
             cache = ResponseCache(ttl_s=config.cache_ttl_s, shared=store)
+        if local is not None:
+            from ledger.budgets.shared import SharedBudgetGuard
+
+            guard = SharedBudgetGuard(local, redis, prefix=f"{REDIS_PREFIX}budget:", health=health)
+            guard.seed_from_local()
     return GatewayApp(
         config, recorder, guard=guard, limiter=limiter, cache=cache, redis=redis, strict=strict
     )

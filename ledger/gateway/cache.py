@@ -1,4 +1,4 @@
-"""The ADR-0016 response cache in front of the cascade, for whole (non-streamed) answers.
+"""The ADR-0016 response cache in front of the cascade, for whole answers and streams.
 
 The key is :func:`ledger.resilience.keys.cache_key` of (the request body as
 canonical JSON, the turn's locale, the public model), so two requests share an
@@ -14,8 +14,16 @@ Redis store for several workers, and never storing or serving a paused turn
 flight, gets its own row (``attempt = 0``, ``response_cache_hit = true``, this
 caller's identity, the original answer's provider, model and upstream).
 
-Streams are not cached: a stream is relayed as it arrives, and replaying a stored
-one as a burst would misstate what the client measured (a documented limit).
+Streams are cached too, without single flight. A miss is relayed live as it
+arrives (the first byte is not delayed) while :class:`Capture` keeps a copy of
+the bytes the client got; only a stream that ended normally (HTTP 200, its row
+``ok``, no disconnect, at most :data:`MAX_STREAM_BYTES`) is stored. A hit replays
+the stored events at once, as one body: the client receives the same SSE bytes,
+its row says ``response_cache_hit`` with its own (short) latency, and no provider
+is called, which is the ADR's "compute it once". Identical streams *in flight*
+do not wait for each other (a follower would get nothing until the leader's
+stream ended, and its disconnect could not cancel the leader's upstream call):
+each computes its own until one is stored.
 """
 
 from __future__ import annotations
@@ -25,12 +33,12 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from ledger.attempt import Recorder
 from ledger.gateway.config import Target
 from ledger.gateway.inbound import Inbound
-from ledger.gateway.relay import Message, Outcome
+from ledger.gateway.relay import DISCONNECTED, Message, Outcome, Send
 from ledger.resilience.cache import ResponseCache
 from ledger.resilience.keys import cache_key
 from ledger.resilience.recording import Origin, Turn, hit_event
@@ -47,8 +55,12 @@ def key_of(inbound: Inbound) -> str:
     return f"gw:{inbound.wire}:" + cache_key(text, inbound.identity.locale, inbound.model)
 
 
+#: A stream longer than this is relayed but not stored (a cache entry is not a log).
+MAX_STREAM_BYTES: Final = 1024 * 1024
+
+
 def cacheable(inbound: Inbound) -> bool:
-    return not inbound.stream and not inbound.identity.paused
+    return not inbound.identity.paused
 
 
 class GatewayCache:
@@ -67,6 +79,19 @@ class GatewayCache:
         if served.hit:
             self._record_hit(inbound, chain, served.value, started, t0)
         return served.value, served.hit
+
+    async def stored(self, inbound: Inbound, chain: tuple[Target, ...]) -> Answer | None:
+        """A stored stream for this request (its hit row written), or None."""
+        started, t0 = dt.datetime.now(dt.UTC), time.perf_counter()
+        value = await self.cache.aget(key_of(inbound))
+        if value is not None:
+            self._record_hit(inbound, chain, value, started, t0)
+        return value
+
+    async def keep(self, inbound: Inbound, answer: Answer) -> None:
+        """Store a stream that ended normally (``answer['complete']``)."""
+        if answer["complete"]:
+            await self.cache.aput(key_of(inbound), answer)
 
     def _record_hit(
         self,
@@ -93,18 +118,24 @@ class GatewayCache:
             event = hit_event(
                 turn, origin, started_at=started, latency_ms=(time.perf_counter() - t0) * 1000
             )
+            if inbound.stream:
+                event = event.replace(streamed=True)  # the replay went out as a stream
             self.recorder.record(event)
         except Exception:  # recording never breaks the answer (architecture.md)
             log.exception("gateway: the cache hit's row could not be recorded")
 
 
 class Capture:
-    """An ASGI ``send`` that keeps a whole answer instead of sending it (for the cache)."""
+    """An ASGI ``send`` that keeps an answer: instead of sending it (a whole answer, for
+    the cache to share), or while sending it on (``forward``: a live stream)."""
 
-    def __init__(self) -> None:
+    def __init__(self, forward: Send | None = None, *, limit: int | None = None) -> None:
+        self.forward = forward
+        self.limit = limit
         self.status = 0
         self.headers: list[list[str]] = []
         self.body: list[bytes] = []
+        self.size = 0
 
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -114,8 +145,16 @@ class Capture:
                 for k, v in message.get("headers", [])
                 if k != b"content-length"
             ]
+            if self.forward is not None:
+                headers = [*message.get("headers", []), (b"x-ledger-cache", b"miss")]
+                message = {**message, "headers": headers}
         else:
-            self.body.append(message.get("body", b""))
+            chunk = message.get("body", b"")
+            self.size += len(chunk)
+            if self.limit is None or self.size <= self.limit:
+                self.body.append(chunk)
+        if self.forward is not None:
+            await self.forward(message)
 
     def answer(self, outcome: Outcome) -> Answer:
         body = b"".join(self.body)
@@ -127,6 +166,10 @@ class Capture:
         else:
             final = self.status == 200
         event = outcome.event
+        if self.forward is not None:  # a live stream: kept only if it ended normally
+            final = final and self.limit is not None and self.size <= self.limit
+            final = final and event is not None and event.status == "ok"
+            final = final and (event is not None and DISCONNECTED[0] not in (event.tags or {}))
         return {
             "status": self.status,
             "headers": self.headers,

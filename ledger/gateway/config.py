@@ -16,6 +16,7 @@ or ``pyproject.toml`` with ``[tool.ledger.gateway]`` from the working directory 
     cache_ttl_s = 300
     budgets = true                     # refuse calls that could cross [tool.ledger.budgets]
     redis_url = "redis://127.0.0.1:6379/0"   # share limiter and cache between workers
+    otlp = true                        # also take OTLP/HTTP traces on POST /v1/traces
 
     [tool.ledger.gateway.models]       # a public name -> the ADR-0014 chain, tried in order
     "gpt-4o-mini" = ["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5-20251001"]
@@ -67,6 +68,7 @@ _SETTINGS: Final = (
     "cache_ttl_s",
     "budgets",
     "redis_url",
+    "otlp",
     "default_retry_after_s",
     "timeout_s",
     "models",
@@ -144,6 +146,8 @@ class GatewayConfig:
     cache_ttl_s: float = 300.0
     budgets: bool = False
     redis_url: str | None = None
+    #: Serve the OTLP/HTTP trace receiver (:mod:`ledger.otel.receiver`) on ``/v1/traces``.
+    otlp: bool = False
     default_retry_after_s: float = 30.0
     timeout_s: float = 600.0
     source: Path | None = None
@@ -272,6 +276,7 @@ def parse_config(table: Any, path: Path | None = None) -> GatewayConfig:
         response_cache=_flag(path, f"{p}.response_cache", table.get("response_cache", False)),
         cache_ttl_s=_positive(path, f"{p}.cache_ttl_s", table.get("cache_ttl_s", 300)),
         budgets=_flag(path, f"{p}.budgets", table.get("budgets", False)),
+        otlp=_flag(path, f"{p}.otlp", table.get("otlp", False)),
         redis_url=_optional_text(path, f"{p}.redis_url", table.get("redis_url")),
         default_retry_after_s=_positive(
             path, f"{p}.default_retry_after_s", table.get("default_retry_after_s", 30)

@@ -50,7 +50,7 @@ from ledger.gateway.translate import (
     messages_to_chat,
 )
 from ledger.gateway.translate_stream import ChatToMessages, MessagesToChat
-from ledger.gateway.upstream import Filing, Upstreams
+from ledger.gateway.upstream import Filing, UpstreamResponse, Upstreams
 from ledger.instrument.meter import Exchange
 from ledger.providers import PROVIDERS
 
@@ -149,7 +149,8 @@ class Caller:
             prep = self.upstreams.prepare(inbound, target, body, filing)
             guard = self.upstreams.guard
             if guard is not None:
-                guard.before_send(prep, dt.datetime.now(dt.UTC))  # BudgetExceeded: nothing sent
+                # BudgetExceeded: nothing sent
+                await guard.abefore_send(prep, dt.datetime.now(dt.UTC))
             exchange = self.upstreams.exchange(prep, target.wire)
             outcome.attempts = plan.attempt
             last = index == len(routes) - 1
@@ -185,7 +186,7 @@ class Caller:
         outcome: Outcome,
     ) -> ProviderError | None:
         """One attempt; None once the client has its answer, else the attempt's error."""
-        response: httpx.Response | None = None
+        response: UpstreamResponse | None = None
         try:
             response = await self.upstreams.send(exchange.prep, exchange)
             if response is None:
@@ -205,7 +206,7 @@ class Caller:
         inbound: Inbound,
         target: Target,
         exchange: Exchange,
-        response: httpx.Response,
+        response: UpstreamResponse,
         send: Send,
         last: bool,
         outcome: Outcome,
@@ -238,7 +239,7 @@ class Caller:
         inbound: Inbound,
         target: Target,
         exchange: Exchange,
-        response: httpx.Response,
+        response: UpstreamResponse,
         send: Send,
         last: bool,
         outcome: Outcome,

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
+import urllib.request
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import httpx
 
 from ledger.attempt import Attempt, Call, Prepared, Recorder, prepare
 from ledger.events import UsageEvent
 from ledger.gateway.config import GatewayConfig, Target
+from ledger.gateway.http1 import Http1Pool, Timeouts
 from ledger.gateway.inbound import Inbound
 from ledger.instrument.meter import Exchange, Meter
 from ledger.providers import Provider, make_provider
@@ -34,15 +36,47 @@ from ledger.providers.openai_compat import OpenAIStyleProvider
 
 if TYPE_CHECKING:
     from ledger.budgets.guard import BudgetGuard
+    from ledger.budgets.shared import SharedBudgetGuard
+
+    Guard = BudgetGuard | SharedBudgetGuard
 
 #: httpx's timeout family: an attempt that timed out is recorded as ``timeout``.
 TIMEOUTS: Final = (httpx.TimeoutException,)
 
 
+class UpstreamResponse(Protocol):
+    """What the relay reads of an upstream answer (:class:`~ledger.gateway.http1.Http1Response`
+    or an ``httpx.Response``)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def aiter_raw(self) -> AsyncIterator[bytes]: ...
+
+    async def aread(self) -> bytes: ...
+
+    async def aclose(self) -> None: ...
+
+
+def _httpx_client(config: GatewayConfig) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(config.timeout_s, connect=10.0),
+        # TCP_NODELAY: the request's header and body writes must not wait on Nagle
+        # for the server's delayed ACK (a 40 ms stall per call on loopback).
+        transport=httpx.AsyncHTTPTransport(
+            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
+            socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+        ),
+    )
+
+
 class GuardedRecorder:
     """The ledger, with the budget guard told of every row (as the client does)."""
 
-    def __init__(self, ledger: Recorder, guard: BudgetGuard | None) -> None:
+    def __init__(self, ledger: Recorder, guard: Guard | None) -> None:
         self.ledger = ledger
         self.guard = guard
 
@@ -70,24 +104,23 @@ class Upstreams:
         config: GatewayConfig,
         ledger: Recorder,
         *,
-        guard: BudgetGuard | None = None,
+        guard: Guard | None = None,
         http: httpx.AsyncClient | None = None,
         strict: bool | None = None,
     ) -> None:
         self.config = config
         #: Consulted before each attempt is sent, told of every row (as the client does).
         self.guard = guard
-        self.http = http or httpx.AsyncClient(
-            timeout=httpx.Timeout(config.timeout_s, connect=10.0),
-            # TCP_NODELAY: the request's header and body writes must not wait on Nagle
-            # for the server's delayed ACK (a 40 ms stall per call on loopback).
-            transport=httpx.AsyncHTTPTransport(
-                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
-                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
-            ),
-        )
+        # The lean HTTP/1.1 pool (see ledger.gateway.http1) unless the caller gives an httpx
+        # client or the environment names a proxy, which only httpx honours.
+        self.http: httpx.AsyncClient | None = http
+        if http is None and urllib.request.getproxies():
+            self.http = _httpx_client(config)
+        self.pool = Http1Pool(Timeouts(connect=10.0, read=config.timeout_s))
         # The gateway forwards what its client sent: no sticky key of the meter's own.
-        self.meter = Meter(ledger=GuardedRecorder(ledger, guard), strict=strict, sticky_key=False)
+        #: Where rows go: the ledger, the budget guard told of each (OTLP spans' rows too).
+        self.recorder = GuardedRecorder(ledger, guard)
+        self.meter = Meter(ledger=self.recorder, strict=strict, sticky_key=False)
         self._providers: dict[str, Provider] = {}
 
     def provider(self, name: str) -> Provider:
@@ -150,15 +183,19 @@ class Upstreams:
             self.meter, prep, TIMEOUTS, "messages" if endpoint == "messages" else "chat"
         )
 
-    async def send(self, prep: Prepared, exchange: Exchange) -> httpx.Response | None:
+    async def send(self, prep: Prepared, exchange: Exchange) -> UpstreamResponse | None:
         """Send; the response with its body unread, or None after recording a transport
         failure (``exchange.error`` says which)."""
         headers = {**prep.headers, "accept-encoding": "identity"}
-        request = self.http.build_request(
-            prep.method, prep.url, headers=headers, content=prep.content
-        )
+        response: UpstreamResponse
         try:
-            response = await self.http.send(request, stream=True)
+            if self.http is None:
+                response = await self.pool.send(prep.method, prep.url, headers, prep.content)
+            else:
+                request = self.http.build_request(
+                    prep.method, prep.url, headers=headers, content=prep.content
+                )
+                response = await self.http.send(request, stream=True)
         except httpx.HTTPError as exc:
             exchange.failed(exc)
             return None
@@ -166,4 +203,6 @@ class Upstreams:
         return response
 
     async def aclose(self) -> None:
-        await self.http.aclose()
+        await self.pool.aclose()
+        if self.http is not None:
+            await self.http.aclose()

@@ -104,8 +104,8 @@ class RedisHealth:
         if first:
             # redis-py's messages name host and port, never the password.
             log.warning(
-                "Redis unreachable (%s: %s): using the in-process rate limiter and skipping "
-                "the shared response cache until it is back",
+                "Redis unreachable (%s: %s): using the in-process rate limiter and budget "
+                "totals and skipping the shared response cache until it is back",
                 type(exc).__name__,
                 exc,
             )
@@ -116,7 +116,7 @@ class RedisHealth:
         with self._lock:
             was_down, self._down_until = self._down_until is not None, None
         if was_down:  # re-read under the lock: another thread may have logged it
-            log.info("Redis reachable again: shared rate limiter and response cache resumed")
+            log.info("Redis reachable again: shared rate limiter, cache and budgets resumed")
 
 
 class RedisConnections:
