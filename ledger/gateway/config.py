@@ -45,8 +45,6 @@ from typing import Any, Final, Literal, NoReturn
 
 from ledger.errors import ConfigurationError
 from ledger.providers import PROVIDERS
-from ledger.providers.anthropic import AnthropicProvider
-from ledger.providers.openai_compat import OpenAIStyleProvider
 from ledger.resilience.config import parse_rate
 from ledger.resilience.identity import ClientIdentity
 from ledger.session_key import DEFAULT_PREFIX
@@ -92,9 +90,10 @@ class GatewayConfigurationError(ConfigurationError):
 def wire_of(provider: str) -> Wire | None:
     """The wire format a provider speaks, or None when the gateway cannot route to it."""
     cls = PROVIDERS.get(provider)
-    if cls is not None and issubclass(cls, OpenAIStyleProvider):
+    endpoints = cls.endpoints if cls is not None else frozenset()
+    if "chat" in endpoints:  # each provider declares the endpoints it reads
         return "chat"
-    if cls is not None and issubclass(cls, AnthropicProvider):
+    if "messages" in endpoints:
         return "messages"
     return None
 

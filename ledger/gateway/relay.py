@@ -37,6 +37,7 @@ from typing import Any, Final
 
 import httpx
 
+from ledger.attempt import Filing
 from ledger.cascade import Plan, RetryPolicy, Route
 from ledger.errors import AllProvidersFailed, ProviderError
 from ledger.events import UsageEvent
@@ -50,7 +51,7 @@ from ledger.gateway.translate import (
     messages_to_chat,
 )
 from ledger.gateway.translate_stream import ChatToMessages, MessagesToChat
-from ledger.gateway.upstream import Filing, UpstreamResponse, Upstreams
+from ledger.gateway.upstream import UpstreamResponse, Upstreams
 from ledger.instrument.meter import Exchange
 from ledger.providers import PROVIDERS
 

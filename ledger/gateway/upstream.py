@@ -20,19 +20,18 @@ import os
 import socket
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import httpx
 
-from ledger.attempt import Attempt, Call, Prepared, Recorder, prepare
+from ledger.attempt import Attempt, Call, Filing, Prepared, Recorder, prepare
 from ledger.events import UsageEvent
 from ledger.gateway.config import GatewayConfig, Target
 from ledger.gateway.http1 import Http1Pool, Timeouts
 from ledger.gateway.inbound import Inbound
 from ledger.instrument.meter import Exchange, Meter
 from ledger.providers import Provider, make_provider
-from ledger.providers.openai_compat import OpenAIStyleProvider
 
 if TYPE_CHECKING:
     from ledger.budgets.guard import BudgetGuard
@@ -86,16 +85,6 @@ class GuardedRecorder:
         return self.ledger.record(event)
 
 
-@dataclass(frozen=True, slots=True)
-class Filing:
-    """How an attempt is filed: the call, its number, what the chain asked first."""
-
-    call_id: str
-    attempt: int
-    requested_provider: str
-    requested_model: str
-
-
 class Upstreams:
     """The providers, the HTTP pool and the meter of one gateway process."""
 
@@ -144,7 +133,7 @@ class Upstreams:
         for what the ledger could not record, nothing sent."""
         provider = self.provider(target.provider)
         rest = {k: v for k, v in body.items() if k not in ("model", "messages")}
-        asks_usage = isinstance(provider, OpenAIStyleProvider) and provider.sends_stream_options
+        asks_usage = provider.sends_stream_options
         if inbound.stream and asks_usage:
             options = rest.get("stream_options")
             options = dict(options) if isinstance(options, dict) else {}
