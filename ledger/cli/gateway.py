@@ -48,11 +48,17 @@ def gateway(
     GET /v1/models and GET /healthz; every attempt lands in the ledger."""
     if ctx.invoked_subcommand is not None:
         return
+    from ledger.gateway.config import load_config
     from ledger.gateway.serve import serve
+    from ledger.store.migrate import check_ledger
 
+    # Both fail here with the precise error and exit 2, before anything is bound or
+    # created (the ledger's journal directory included).
+    config = load_config(config_path)
+    check_ledger()
     click.echo(f"ledger gateway on http://{host}:{port}/v1", err=True)
     serve(
-        config_path,
+        config,
         host=host,
         port=port,
         workers=workers,

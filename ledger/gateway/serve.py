@@ -13,17 +13,16 @@ rate limiter counts across them.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import uvicorn
 
 from ledger.gateway.access_log import ACCESS_LOG_ENV, configure_access_log
 from ledger.gateway.app import create_app
-from ledger.gateway.config import ENV_GATEWAY_FILE, load_config
+from ledger.gateway.config import ENV_GATEWAY_FILE, GatewayConfig
 
 
 def serve(
-    config_path: Path | None,
+    config: GatewayConfig,
     *,
     host: str,
     port: int,
@@ -31,8 +30,7 @@ def serve(
     graceful_s: float = 30.0,
     access_log: bool = True,
 ) -> None:
-    """Serve until SIGTERM/SIGINT; see the module docstring."""
-    config = load_config(config_path)  # fail here, with the precise error, before binding
+    """Serve ``config`` until SIGTERM/SIGINT; see the module docstring."""
     if access_log:
         configure_access_log()
     common = {

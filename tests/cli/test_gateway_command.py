@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
-from ledger.cli import cli
+from ledger.cli import cli, main
 from ledger.gateway import hash_key
 
 
@@ -30,3 +31,18 @@ def test_a_bad_configuration_is_refused_before_binding(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["gateway", "--config", str(config)])
     assert result.exit_code != 0
     assert 'gateway.models."x"[0]' in str(result.exception)
+
+
+def test_a_missing_ledger_is_exit_2_before_anything_is_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "ledger.toml"
+    config.write_text('[gateway]\nauth = "none"\nmodels = { x = ["openai:gpt-4o-mini"] }\n')
+    monkeypatch.setenv("LEDGER_DATABASE_URL", f"sqlite:///{tmp_path / 'ledger.db'}")
+    monkeypatch.setattr("sys.argv", ["ledger", "gateway", "--config", str(config)])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "there is no ledger database" in err and "ledger gateway on" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.toml"]  # no journal
