@@ -82,7 +82,7 @@ def padded(times: Iterable[Any], *, share: float = 0.05) -> tuple[dt.datetime, d
 
 
 def upstream_label(upstream: object) -> str:
-    """``Anthropic (OpenRouter upstream)`` for an upstream behind OpenRouter, ``anthropic
+    """``Anthropic (via OpenRouter)`` for an upstream behind OpenRouter, ``anthropic
     (direct)`` for a provider called directly: two routes to the same lab side by side.
 
     An upstream identity is ``coalesce(upstream, provider)``: a provider slug means the
@@ -90,4 +90,4 @@ def upstream_label(upstream: object) -> str:
     name = fmt.printable(fmt.text(upstream))
     if str(upstream) in PROVIDERS:
         return f"{name} (direct)"
-    return f"{name} (OpenRouter upstream)"
+    return f"{name} (via OpenRouter)"  # short: legends fit at 390 px

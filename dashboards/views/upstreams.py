@@ -51,7 +51,7 @@ def _tip(name: str, kind: str, title: str, fmt_: str | None = None) -> dict[str,
 
 def interval_spec(title: str, axis: str) -> dict[str, object]:
     """A measured value (dot) and its interval (rule) per upstream, ``axis`` the number format."""
-    y = _field("upstream", "nominal", title=None)
+    y = _field("upstream", "nominal", title=None, axis={"labelLimit": 0})
     return {
         "height": 110,
         "layer": [
@@ -110,17 +110,19 @@ def evidence(verdict: pd.Series) -> None:
 
 def scorecard_spec(card: pd.DataFrame) -> dict[str, object]:
     """Error rate against p95 latency per upstream, sized by attempts (its sample)."""
-    y = _field("error_rate", "quantitative", title="error rate",
+    # Scale padding keeps the largest dots inside the plot; short titles fit at 390 px
+    # (d3's bare "%" prints six decimals: ".0%").
+    y = _field("error_rate", "quantitative", title="error rate", scale={"padding": 14},
                axis={"format": ".1%", "tickMinStep": 0.001})  # fmt: skip
     if card["error_rate"].fillna(0).eq(0).all():
-        y = _field("error_rate", "quantitative", title="error rate (none failed)",
-                   axis={"format": "%", "values": [0]})  # fmt: skip
+        y = _field("error_rate", "quantitative", title="error rate", scale={"padding": 14},
+                   axis={"values": [0], "labelExpr": "'none failed'"})  # fmt: skip
     return {
         "height": 260,
         "mark": {"type": "circle", "opacity": 0.8},
         "encoding": {
             "x": _field("p95_latency_ms", "quantitative", title="p95 latency (ms)",
-                        axis={"format": ",.0f"}),
+                        scale={"padding": 14}, axis={"format": ",.0f"}),
             "y": y,
             "size": _field("attempts", "quantitative", title="attempts",
                            legend={"orient": "bottom"}),

@@ -103,4 +103,4 @@ def test_upstream_labels_tell_a_direct_provider_from_an_openrouter_upstream() ->
     from dashboards.charts import upstream_label
 
     assert upstream_label("anthropic") == "anthropic (direct)"
-    assert upstream_label("Anthropic") == "Anthropic (OpenRouter upstream)"
+    assert upstream_label("Anthropic") == "Anthropic (via OpenRouter)"
