@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ledger.cli.budget import parse_when
 from ledger.cli.tables import print_frame
-from ledger.errors import ConfigurationError, ReconcileError
+from ledger.errors import LedgerError, ReconcileError
 from ledger.reconcile.admin import ANTHROPIC, OPENAI, ReportSource
 from ledger.reconcile.drift import DriftReport, Tolerance, check_bill
 from ledger.reconcile.openrouter import (
@@ -30,8 +30,8 @@ from ledger.reconcile.openrouter import (
     ReconcileReport,
     reconcile_openrouter,
 )
-from ledger.store.engine import database_url, display_url, make_engine, sqlite_path
-from ledger.store.migrate import current_revision, head_revision
+from ledger.store.engine import database_url, display_url, make_engine
+from ledger.store.migrate import check_ledger
 
 EXIT_OK: Final = 0
 EXIT_BAD: Final = 2
@@ -43,21 +43,11 @@ def _fail(message: str) -> NoReturn:
 
 
 def _checked_ledger() -> URL:
-    """The ledger's URL, once it exists and is at the schema head (else exit 2)."""
+    """The ledger's URL once the one ledger check passes (else exit 2, its fix named)."""
     try:
-        url = database_url()
-    except ConfigurationError as exc:
+        return check_ledger()
+    except LedgerError as exc:
         _fail(str(exc))
-    path = sqlite_path(url)
-    if path is not None and not path.exists():
-        _fail(f"{display_url(url)}: no such ledger database")
-    engine = make_engine(url)
-    try:
-        if current_revision(engine) != head_revision():
-            _fail(f"{display_url(url)}: schema out of date; run `ledger db upgrade` first")
-    finally:
-        engine.dispose()
-    return url
 
 
 @click.group()

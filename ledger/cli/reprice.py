@@ -15,12 +15,12 @@ from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
 from ledger.cli.budget import parse_when
-from ledger.errors import ConfigurationError
+from ledger.errors import LedgerError
 from ledger.price_overrides import load_prices
 from ledger.reprice import RepriceReport
 from ledger.reprice import reprice as reprice_rows
-from ledger.store.engine import database_url, display_url, make_engine, sqlite_path
-from ledger.store.migrate import current_revision, head_revision
+from ledger.store.engine import display_url, make_engine
+from ledger.store.migrate import check_ledger
 
 EXIT_OK: Final = 0
 EXIT_BAD: Final = 2
@@ -81,16 +81,11 @@ def reprice(
     end = now if until is None else parse_when(until, now)
     try:
         prices = load_prices(prices_path)
-        url = database_url()
-    except ConfigurationError as exc:
+        url = check_ledger()  # the one check: missing, unreachable or old, with its fix
+    except LedgerError as exc:
         _fail(str(exc))
-    path = sqlite_path(url)
-    if path is not None and not path.exists():
-        _fail(f"{display_url(url)}: no such ledger database")
     engine = make_engine(url)
     try:
-        if current_revision(engine) != head_revision():
-            _fail(f"{display_url(url)}: schema out of date; run `ledger db upgrade` first")
         report = reprice_rows(engine, prices, since=start, until=end, write=not dry_run)
     except SQLAlchemyError as exc:
         _fail(f"{display_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}")

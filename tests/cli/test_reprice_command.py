@@ -73,5 +73,5 @@ def test_a_missing_database_is_refused_not_created(
 ) -> None:
     monkeypatch.setenv("LEDGER_DATABASE_URL", f"sqlite:///{project / 'nope.db'}")
     result = run("--since", "7d")
-    assert result.exit_code == 2 and "no such ledger database" in result.stderr
+    assert result.exit_code == 2 and "there is no ledger database" in result.stderr
     assert not (project / "nope.db").exists()
