@@ -386,6 +386,9 @@ def measure(lake: Path, args: argparse.Namespace) -> None:
             duck_gib[label].append(window_peak_rss_gib())
             if spark is not None:
                 spark_s[label].append(timed(lambda q=queries[label]: run_spark(spark, q)))
+            # As it goes, so a run stopped early still tells what it measured.
+            spark_now = f", spark {spark_s[label][-1]:.2f} s" if spark is not None else ""
+            print(f"  {label}: duckdb {duck_s[label][-1]:.2f} s{spark_now}", flush=True)
         print(f"round {r + 1}/{args.rounds} done", flush=True)
 
     base = statistics.median(duck_s[BASELINE])
