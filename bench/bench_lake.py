@@ -205,10 +205,6 @@ def export_generated(lake: Path, rows: int) -> None:
 # --- measuring ------------------------------------------------------------------------
 
 
-def peak_rss_gib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024
-
-
 def reset_peak_rss() -> None:
     """Start this process's high-water mark again from its current RSS (Linux)."""
     Path("/proc/self/clear_refs").write_text("5")
