@@ -342,6 +342,9 @@ def main() -> None:
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--spark-memory", default="4g", help="Spark's driver heap (local mode)")
     parser.add_argument("--keep", action="store_true", help="keep the lake under --workdir")
+    parser.add_argument(
+        "--duckdb-memory", help="DuckDB memory_limit (7GB); past it DuckDB spills to --workdir"
+    )
     args = parser.parse_args()
 
     lake = args.workdir / "lake"
@@ -366,6 +369,9 @@ def main() -> None:
 
 def measure(lake: Path, args: argparse.Namespace) -> None:
     con = duck.connect(lake)
+    if args.duckdb_memory:
+        con.execute("SET memory_limit = $limit", {"limit": args.duckdb_memory})
+        con.execute("SET temp_directory = $dir", {"dir": str(args.workdir / "spill")})
     spark = None if args.skip_spark else start_spark(lake, args.spark_memory)
     labels = [BASELINE, *args.views]
     queries = {BASELINE: BASELINE_SQL, **{v: f"SELECT * FROM {v}" for v in args.views}}
