@@ -41,12 +41,20 @@ if TYPE_CHECKING:
 _ARROW_SCHEMES: Final = {"s3a": "s3", "s3n": "s3", "gs": "gs", "gcs": "gs"}
 
 
-def local_session(app_name: str = "ledger-views", cores: int = 2) -> SparkSession:
-    """A local Spark session set up as the views need (UTC, no UI, few shuffle partitions)."""
+def local_session(
+    app_name: str = "ledger-views", cores: int = 2, driver_memory: str = "1g"
+) -> SparkSession:
+    """A local Spark session set up as the views need (UTC, no UI, few shuffle partitions).
+
+    In local mode the driver is the executor: ``driver_memory`` (a JVM size,
+    ``"4g"``) is the heap every task shares, read when the JVM starts, so only
+    by the first session of a process.
+    """
     from pyspark.sql import SparkSession
 
     return (
         SparkSession.builder.master(f"local[{cores}]")
+        .config("spark.driver.memory", driver_memory)
         .appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
