@@ -260,6 +260,9 @@ class ChatStream:
 
     def __next__(self) -> str:
         core = self._core
+        if core.pending:  # the usual step: text already parsed (so the stream is open)
+            core.delivered = True
+            return core.pending.popleft()
         if self._response is None:
             self._open()
         while not core.pending:
@@ -380,6 +383,9 @@ class AsyncChatStream:
 
     async def __anext__(self) -> str:
         core = self._core
+        if core.pending:  # the usual step: text already parsed (so the stream is open)
+            core.delivered = True
+            return core.pending.popleft()
         if self._response is None:
             await self._open()
         while not core.pending:
