@@ -29,8 +29,11 @@ bytes instead of the loopback server: no sockets, no second process, so the
 difference is the client's own CPU work. ``--pin`` pins this process to CPU 0
 and the loopback server to CPU 1 (``os.sched_setaffinity``).
 
+``--sse-chunk 512`` (in process) hands streams over in 512-byte pieces, as the
+loopback server sends them, instead of in one piece.
+
     PYTHONPATH=. .venv/bin/python bench/bench_client.py [--calls 2000] [--block 20]
-        [--in-process] [--pin] [--only openai]
+        [--in-process [--sse-chunk 512]] [--pin] [--only openai]
 """
 
 from __future__ import annotations
@@ -79,15 +82,23 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1]
 
 
-def http_client(replies: dict[str, Any] | None) -> httpx.Client:
-    """A pooled client for the loopback server, or (``replies``) one answering in process."""
+def http_client(replies: dict[str, Any] | None, sse_chunk: int = 0) -> httpx.Client:
+    """A pooled client for the loopback server, or (``replies``) one answering in process:
+    a stream's body in one piece, or (``sse_chunk``) in pieces of that many bytes, as
+    the loopback server sends it."""
     if replies is None:
         return httpx.Client()
 
     def answer(request: httpx.Request) -> httpx.Response:
         reply = replies[request.url.path.split("/")[1]]
         kind = "text/event-stream" if reply.sse else "application/json"
-        return httpx.Response(reply.status, content=reply.body, headers={"content-type": kind})
+        body = reply.body
+        if reply.sse and sse_chunk:
+            pieces = [body[i : i + sse_chunk] for i in range(0, len(body), sse_chunk)]
+            return httpx.Response(
+                reply.status, content=iter(pieces), headers={"content-type": kind}
+            )
+        return httpx.Response(reply.status, content=body, headers={"content-type": kind})
 
     return httpx.Client(transport=httpx.MockTransport(answer))
 
@@ -136,16 +147,17 @@ def bench_scenario(
     calls: int,
     block: int,
     replies: dict[str, Any] | None = None,
+    sse_chunk: int = 0,
 ) -> None:
     from ledger.client import Client
     from ledger.providers import ChatRequest, make_provider
 
     base = f"{url}/{payload.split('.')[0]}"
     provider = make_provider(prov, api_key="bench-key", base_url=base)
-    http = http_client(replies)
+    http = http_client(replies, sse_chunk)
     with (
         Client(providers=[provider], ledger=ledger, strict=True, http_client=http) as client,
-        http_client(replies) as plain,
+        http_client(replies, sse_chunk) as plain,
         http,
     ):
         prep_url = provider.build_request(
@@ -198,14 +210,19 @@ def bench_scenario(
 
 
 def run(
-    calls: int, block: int, in_process: bool = False, pin: bool = False, only: str = ""
+    calls: int,
+    block: int,
+    in_process: bool = False,
+    pin: bool = False,
+    only: str = "",
+    sse_chunk: int = 0,
 ) -> None:
     scenarios = {k: v for k, v in SCENARIOS.items() if only in k}
     replies = {p.split(".")[0]: fixture(p) for _, _, p, _ in scenarios.values()}
     if in_process:
         if pin:
             os.sched_setaffinity(0, {0})
-        run_against("http://bench.invalid", calls, block, scenarios, replies)
+        run_against("http://bench.invalid", calls, block, scenarios, replies, sse_chunk)
         return
     with instant_server(replies, cpus={1} if pin else None) as url:
         if pin:
@@ -219,6 +236,7 @@ def run_against(
     block: int,
     scenarios: dict[str, tuple[str, str, str, bool]],
     replies: dict[str, Any] | None = None,
+    sse_chunk: int = 0,
 ) -> None:
     from ledger.store.engine import make_engine
     from ledger.store.ledger import Ledger
@@ -231,6 +249,8 @@ def run_against(
     engine.dispose()
     ledger = Ledger(db, journal_dir=tmp / "journal")
     where = "in process (httpx.MockTransport)" if replies else "loopback"
+    if replies and sse_chunk:
+        where += f", streams in {sse_chunk}-byte pieces"
     rounds = max(calls // block, 4)
     print(
         f"{rounds} rounds x {block} calls per side and scenario, {where}, "
@@ -256,5 +276,8 @@ if __name__ == "__main__":
     parser.add_argument("--in-process", action="store_true", help="no sockets: CPU overhead")
     parser.add_argument("--pin", action="store_true", help="client on CPU 0, server on CPU 1")
     parser.add_argument("--only", default="", help="scenarios whose name contains this")
+    parser.add_argument(
+        "--sse-chunk", type=int, default=0, help="in process: streams in pieces of N bytes"
+    )
     args = parser.parse_args()
-    run(args.calls, args.block, args.in_process, args.pin, args.only)
+    run(args.calls, args.block, args.in_process, args.pin, args.only, args.sse_chunk)
