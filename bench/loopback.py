@@ -10,6 +10,7 @@ HTTP/1.1 chunks of 512 bytes in one write.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import socket
 import sys
 from collections.abc import Iterator, Mapping
@@ -81,11 +82,16 @@ def _serve(port_queue: Any, replies: Mapping[str, Reply]) -> None:
 
 
 @contextmanager
-def instant_server(replies: Mapping[str, Reply]) -> Iterator[str]:
-    """Serve ``replies`` from a child process; yields the base URL."""
+def instant_server(replies: Mapping[str, Reply], cpus: set[int] | None = None) -> Iterator[str]:
+    """Serve ``replies`` from a child process; yields the base URL.
+
+    ``cpus``: pin the server to these CPUs (``os.sched_setaffinity``), e.g. the one
+    the benchmark does not run on, so client and server never queue for one core."""
     queue: Any = multiprocessing.Queue()
     server = multiprocessing.Process(target=_serve, args=(queue, dict(replies)), daemon=True)
     server.start()
+    if cpus is not None and server.pid is not None:
+        os.sched_setaffinity(server.pid, cpus)
     try:
         yield f"http://127.0.0.1:{queue.get(timeout=10)}"
     finally:

@@ -32,7 +32,7 @@ from ledger.attempt import ChatResult, Prepared, http_failure, in_band_failure, 
 from ledger.clock import Clock
 from ledger.errors import ProviderError, StreamInterrupted, map_transport_errors
 from ledger.events import UsageEvent
-from ledger.providers.base import InBandError, Parsed, StreamParser
+from ledger.providers.base import Parsed, StreamParser
 
 
 class StreamOwner(Protocol):
@@ -103,6 +103,8 @@ class _StreamCore:
         self.owner = owner
         self.prep = prep
         self.parser: StreamParser = prep.target.provider.stream_parser()
+        #: The provider's name, read once: every chunk read is mapped under it.
+        self.provider_name = prep.target.provider.name
         self.pending: deque[str] = deque()
         self.t0 = owner.clock.monotonic()
         self.ttft: float | None = None
@@ -127,10 +129,6 @@ class _StreamCore:
             if self.ttft is None:
                 self.ttft = self.elapsed_ms()
             self.pending.extend(deltas)
-
-    @property
-    def in_band_error(self) -> InBandError | None:
-        return self.parser.error
 
     def next_delta(self) -> str:
         self.delivered = True
@@ -260,6 +258,9 @@ class ChatStream:
 
     def __next__(self) -> str:
         core = self._core
+        if core.pending:  # the usual step: text already parsed (so the stream is open)
+            core.delivered = True
+            return core.pending.popleft()
         if self._response is None:
             self._open()
         while not core.pending:
@@ -272,7 +273,7 @@ class ChatStream:
         core = self._core
         assert self._raw is not None
         try:
-            with map_transport_errors(core.prep.target.provider.name):
+            with map_transport_errors(core.provider_name):
                 chunk = next(self._raw, None)
         except ProviderError as exc:
             self._end(broken=exc)
@@ -281,7 +282,7 @@ class ChatStream:
             self._end()
             return
         core.feed(chunk)
-        if core.in_band_error is not None:
+        if core.parser.error is not None:
             self._end()
 
     def _end(self, *, broken: ProviderError | None = None, early: bool = False) -> None:
@@ -380,6 +381,9 @@ class AsyncChatStream:
 
     async def __anext__(self) -> str:
         core = self._core
+        if core.pending:  # the usual step: text already parsed (so the stream is open)
+            core.delivered = True
+            return core.pending.popleft()
         if self._response is None:
             await self._open()
         while not core.pending:
@@ -392,7 +396,7 @@ class AsyncChatStream:
         core = self._core
         assert self._raw is not None
         try:
-            with map_transport_errors(core.prep.target.provider.name):
+            with map_transport_errors(core.provider_name):
                 chunk = await anext(self._raw, None)
         except ProviderError as exc:
             await self._end(broken=exc)
@@ -401,7 +405,7 @@ class AsyncChatStream:
             await self._end()
             return
         core.feed(chunk)
-        if core.in_band_error is not None:
+        if core.parser.error is not None:
             await self._end()
 
     async def _end(self, *, broken: ProviderError | None = None, early: bool = False) -> None:

@@ -47,8 +47,7 @@ import email.utils
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -341,20 +340,38 @@ def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
     return _KEY_PATTERN.sub("***", text)
 
 
-@contextmanager
-def map_transport_errors(provider: str) -> Iterator[None]:
+def map_transport_errors(provider: str) -> TransportErrorMap:
     """Turn httpx's request-level exceptions into :class:`ProviderTransportError`/
     :class:`ProviderTimeout`; the one place the client maps foreign exceptions."""
-    try:
-        yield
-    except httpx.TimeoutException as exc:
-        raise ProviderTimeout(
-            f"{provider}: timed out ({type(exc).__name__})", provider=provider
-        ) from exc
-    except httpx.RequestError as exc:
-        raise ProviderTransportError(
-            f"{provider}: transport failure ({type(exc).__name__})", provider=provider
-        ) from exc
+    return TransportErrorMap(provider)
+
+
+class TransportErrorMap:
+    """The context manager :func:`map_transport_errors` returns.
+
+    A class, not a ``@contextmanager`` generator: a stream enters it once per chunk
+    read, and a generator-based one costs several times more to enter and leave."""
+
+    __slots__ = ("provider",)
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            return
+        provider = self.provider
+        if isinstance(exc, httpx.TimeoutException):
+            raise ProviderTimeout(
+                f"{provider}: timed out ({type(exc).__name__})", provider=provider
+            ) from exc
+        if isinstance(exc, httpx.RequestError):
+            raise ProviderTransportError(
+                f"{provider}: transport failure ({type(exc).__name__})", provider=provider
+            ) from exc
 
 
 class TooManyRequests(LedgerError):

@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import json.encoder
 import math
+import operator
 import os
 import re
 from collections.abc import Callable
@@ -68,7 +70,7 @@ _TOKEN_FIELDS: Final = (
     "cache_write_tokens",
     "reasoning_tokens",
 )
-_STRING_FIELDS: Final = tuple(STRING_LIMITS.items())
+_INF: Final = math.inf
 
 
 def new_id() -> str:
@@ -76,13 +78,39 @@ def new_id() -> str:
 
     ``str(uuid.uuid4())`` builds a 128-bit int and a UUID object on the way (~6 µs,
     twice per client call); this sets the same version and variant bits on the
-    same 16 random bytes and formats their hex directly.
+    same random bits and formats their hex directly. The random bytes are read
+    from ``os.urandom`` for :data:`_ID_BATCH` ids at a time (one system call, not
+    two per client call); a forked child drops the parent's unused ones, so no
+    two processes ever hand out the same id.
     """
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
-    raw[8] = (raw[8] & 0x3F) | 0x80  # variant RFC 4122
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    try:
+        return _spare_ids.pop()  # atomic: two threads never take the same id
+    except IndexError:
+        return _new_ids()
+
+
+_ID_BATCH: Final = 64
+_spare_ids: list[str] = []
+os.register_at_fork(after_in_child=_spare_ids.clear)
+
+
+def _new_ids() -> str:
+    """Fill the spare ids with a batch of fresh ones; return one more."""
+    h = os.urandom(16 * (_ID_BATCH + 1)).hex()
+    ids = [
+        # The version nibble (hex digit 12) becomes 4; the variant's top bits (digit 16)
+        # become 10, keeping its two low bits: the bits uuid4() sets, the same way.
+        f"{h[i : i + 8]}-{h[i + 8 : i + 12]}-4{h[i + 13 : i + 16]}-"
+        f"{_VARIANT[h[i + 16]]}{h[i + 17 : i + 20]}-{h[i + 20 : i + 32]}"
+        for i in range(0, len(h), 32)
+    ]
+    first = ids.pop()
+    _spare_ids.extend(ids)
+    return first
+
+
+#: The hex digit with the RFC 4122 variant bits (10xx) set on the digit's two low bits.
+_VARIANT: Final = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
 
 
 @dataclass(slots=True, kw_only=True)
@@ -171,6 +199,12 @@ def _check_ms(name: str, value: Any) -> float | None:
     return float(value)
 
 
+def _plain_ms(value: Any) -> bool:
+    """The usual milliseconds (a finite, non-negative float): :func:`_check_ms` would
+    return it unchanged."""
+    return type(value) is float and 0 <= value < _INF
+
+
 def _check_text(name: str, value: Any, limit: int) -> None:
     if not isinstance(value, str):
         raise _fail(name, value, f"expected a string of at most {limit} characters or None")
@@ -198,6 +232,10 @@ def check_tags(value: Any) -> None:
 
 
 def _timestamp(value: Any) -> str:
+    if type(value) is dt.datetime and value.tzinfo is dt.UTC:
+        # The usual value (the clock's now()): its ISO text less the "+00:00" is the
+        # naive form below, without building a naive copy first.
+        return value.isoformat(" ", "microseconds")[:-6]
     if not isinstance(value, dt.datetime) or value.tzinfo is None or value.utcoffset() is None:
         raise _fail("started_at", value, "expected a timezone-aware datetime")
     if value.tzinfo is not dt.UTC:
@@ -214,6 +252,8 @@ def _timestamp(value: Any) -> str:
 def _cost(value: Any) -> str | None:
     if value is None:
         return None
+    if type(value) is Decimal and value.is_finite() and -MAX_COST_USD < value < MAX_COST_USD:
+        return str(value)
     if isinstance(value, bool) or not isinstance(value, Decimal | int):
         raise _fail("cost_usd", value, "expected a Decimal (money is never a float) or None")
     value = Decimal(value)
@@ -244,20 +284,73 @@ _encode_tags: Callable[[Any], str] = json.JSONEncoder(
 def _usage_details(value: Any) -> str | None:
     if value is None:
         return None
-    ok = isinstance(value, dict) and all(
-        isinstance(part, str)
-        and isinstance(split, dict)
-        and all(
-            isinstance(k, str) and type(n) is int and 0 <= n <= MAX_TOKENS for k, n in split.items()
+    if _plain_details(value):
+        text = _encode_plain(value)
+    else:
+        ok = isinstance(value, dict) and all(
+            isinstance(part, str)
+            and isinstance(split, dict)
+            and all(
+                isinstance(k, str) and type(n) is int and 0 <= n <= MAX_TOKENS
+                for k, n in split.items()
+            )
+            for part, split in value.items()
         )
-        for part, split in value.items()
-    )
-    if not ok:
-        raise _fail("usage_details", value, "expected {part: {modality: tokens}} or None")
-    text = _encode_tags(value)
+        if not ok:
+            raise _fail("usage_details", value, "expected {part: {modality: tokens}} or None")
+        text = _encode_tags(value)
     if len(text) > MAX_TAGS_BYTES:
         raise _fail("usage_details", value, f"{len(text)} characters of JSON, too long")
     return text
+
+
+def _encoder_for_plain_values() -> Callable[[Any], str]:
+    """``_encode_tags`` for values :func:`_plain_details` accepted, through json's C
+    encoder directly: ``JSONEncoder.encode`` spends more time setting that encoder up
+    than running it on a dict this small. Such a value holds no cycle, so it needs no
+    cycle markers."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator (another interpreter)
+        return _encode_tags
+    # (markers, default, encoder, indent, key and item separators, sort_keys, skipkeys,
+    # allow_nan): what _encode_tags sets, without markers.
+    iterencode = make(
+        None, None, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+
+    def encode(value: Any) -> str:
+        return "".join(iterencode(value, 0))
+
+    return encode
+
+
+_encode_plain: Final = _encoder_for_plain_values()
+
+
+def _plain_details(value: Any) -> bool:
+    """``value`` is ``{part: {modality: tokens}}`` of exact dicts, strs and ints in range:
+    the check below for the usual value, as plain loops (nested ``all()`` generators
+    cost more than the JSON encoding)."""
+    if type(value) is not dict:
+        return False
+    for part, split in value.items():
+        if type(part) is not str or type(split) is not dict:
+            return False
+        for modality, tokens in split.items():
+            if type(modality) is not str or type(tokens) is not int:
+                return False
+            if not 0 <= tokens <= MAX_TOKENS:
+                return False
+    return True
+
+
+#: Field readers for :func:`to_row`: one C call each instead of a ``getattr`` per field.
+_STRING_NAMES: Final = tuple(STRING_LIMITS)
+_STRING_LIMITS: Final = tuple(STRING_LIMITS.values())
+_strings: Final = operator.attrgetter(*_STRING_NAMES)
+_tokens: Final = operator.attrgetter(*_TOKEN_FIELDS)
+_FLAG_FIELDS: Final = ("response_cache_hit", "streamed", "paused", "usage_reported")
+_flags: Final = operator.attrgetter(*_FLAG_FIELDS)
 
 
 def to_row(event: UsageEvent) -> tuple[Any, ...]:
@@ -265,12 +358,16 @@ def to_row(event: UsageEvent) -> tuple[Any, ...]:
 
     Raises ``ValueError`` naming the first offending field and its value.
     """
+    # Every recorded attempt passes here, on the caller's thread. Each check tests the
+    # common value inline (short ASCII text, an int in range, a UTC datetime) and calls
+    # the checker, which holds the rule and its message, only for anything else.
     e = event
     _check_uuid("event_id", e.event_id)
     _check_uuid("call_id", e.call_id)
-    for name, limit in _STRING_FIELDS:
-        value = getattr(e, name)
-        if value is not None:
+    for name, limit, value in zip(_STRING_NAMES, _STRING_LIMITS, _strings(e), strict=True):
+        if value is not None and not (
+            type(value) is str and len(value) <= limit and value.isascii() and "\x00" not in value
+        ):
             _check_text(name, value, limit)
     for name in ("requested_provider", "requested_model", "provider"):
         if not getattr(e, name):
@@ -284,27 +381,29 @@ def to_row(event: UsageEvent) -> tuple[Any, ...]:
     if e.cost_source is not None and e.cost_usd is None:
         raise _fail("cost_source", e.cost_source, "set, but cost_usd is None")
     attempt = _check_int("attempt", e.attempt, 0, 32_767)
-    http_status = (
-        None if e.http_status is None else _check_int("http_status", e.http_status, 100, 599)
-    )
-    tokens = [_check_int(name, getattr(e, name), 0, MAX_TOKENS) for name in _TOKEN_FIELDS]
+    http_status = e.http_status
+    if http_status is not None and not (type(http_status) is int and 100 <= http_status <= 599):
+        _check_int("http_status", http_status, 100, 599)
+    tokens = _tokens(e)
+    for name, value in zip(_TOKEN_FIELDS, tokens, strict=True):
+        if type(value) is not int or not 0 <= value <= MAX_TOKENS:
+            _check_int(name, value, 0, MAX_TOKENS)
     if tokens[2] > tokens[0]:
         raise _fail("cache_read_tokens", tokens[2], f"exceeds input_tokens ({tokens[0]})")
     if tokens[3] > tokens[0]:
         raise _fail("cache_write_tokens", tokens[3], f"exceeds input_tokens ({tokens[0]})")
-    flags = []
-    for name in ("response_cache_hit", "streamed", "paused", "usage_reported"):
-        value = getattr(e, name)
-        if not isinstance(value, bool):
+    flags = _flags(e)
+    for name, value in zip(_FLAG_FIELDS, flags, strict=True):
+        if type(value) is not bool:  # bool cannot be subclassed: the same as isinstance
             raise _fail(name, value, "expected a bool")
-        flags.append(int(value))
+    latency, ttft = e.latency_ms, e.ttft_ms
     return (
         e.event_id,
         e.call_id,
         attempt,
         _timestamp(e.started_at),
-        _check_ms("latency_ms", e.latency_ms),
-        _check_ms("ttft_ms", e.ttft_ms),
+        latency if _plain_ms(latency) else _check_ms("latency_ms", latency),
+        ttft if _plain_ms(ttft) else _check_ms("ttft_ms", ttft),
         e.session_id,
         e.actor_id,
         e.session_key,
@@ -322,10 +421,12 @@ def to_row(event: UsageEvent) -> tuple[Any, ...]:
         *tokens,
         _cost(e.cost_usd),
         e.cost_source,
-        *flags[:3],
+        int(flags[0]),
+        int(flags[1]),
+        int(flags[2]),
         e.locale,
         _tags(e.tags),
-        flags[3],
+        int(flags[3]),
         _usage_details(e.usage_details),
     )
 

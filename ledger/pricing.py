@@ -153,6 +153,15 @@ def missing_rates(prices: Any, usage: Usage) -> tuple[str, ...]:
     discount, audio at a premium); pricing it at another rate is a guess, so a
     cost with any of these is ``incomplete``, not ``computed``.
     """
+    if not (
+        usage.cache_read_tokens
+        or usage.cache_write_tokens
+        or usage.cache_write_1h_tokens
+        or usage.input_audio_tokens
+        or usage.cache_audio_read_tokens
+        or usage.output_audio_tokens
+    ):
+        return ()  # plain input and output tokens (most calls): every count below is 0
     has = _shape_of(prices).keys
     write_1h = min(usage.cache_write_1h_tokens, usage.cache_write_tokens)
     needed = (

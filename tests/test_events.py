@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 import uuid
 from decimal import Decimal
@@ -150,3 +151,22 @@ def test_new_ids_are_distinct_canonical_uuid4s() -> None:
         parsed = uuid.UUID(value)
         assert str(parsed) == value
         assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_never_hands_out_the_parents_next_ids() -> None:
+    # Ids are made in batches; a child forked between two calls must not reuse the
+    # parent's unused ones (duplicate event ids would make the ledger drop rows).
+    new_id()  # the parent now holds spare ids
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.write(write, ",".join(new_id() for _ in range(100)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = set(pipe.read().split(","))
+    os.waitpid(pid, 0)
+    parent = {new_id() for _ in range(100)}
+    assert len(child) == 100 and not child & parent

@@ -105,7 +105,9 @@ class SSEDecoder:
         for line in lines:
             if not line:
                 if data:
-                    events.append((name or "message", "\n".join(data)))
+                    # One data line is the usual event: its text as is, no join.
+                    text = data[0] if len(data) == 1 else "\n".join(data)
+                    events.append((name or "message", text))
                     data = []
                 name = ""
             elif line.startswith("data:"):
