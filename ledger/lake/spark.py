@@ -80,10 +80,25 @@ def read_lake(spark: SparkSession, lake: str | Path) -> DataFrame:
 
 
 def register_views(
-    spark: SparkSession, lake: str | Path, settings: AnalyticsSettings | None = None
+    spark: SparkSession,
+    lake: str | Path,
+    settings: AnalyticsSettings | None = None,
+    *,
+    materialize: bool = False,
 ) -> list[str]:
-    """Register ``token_usage`` and every analytics view as temporary views; their names."""
-    read_lake(spark, lake).createOrReplaceTempView(TABLE_NAME)
+    """Register ``token_usage`` and every analytics view as temporary views; their names.
+
+    ``materialize``: compute each view as it is registered (``localCheckpoint``), so a
+    view over others reads their rows instead of their plans. Spark analyses a temp
+    view's whole plan, nested views included, each time it is used: the verdict, over
+    a dozen views, takes minutes to plan. For a job that reads every view; a session
+    that reads a few is better off lazy.
+    """
+
+    def register(frame: DataFrame, name: str) -> None:
+        (frame.localCheckpoint() if materialize else frame).createOrReplaceTempView(name)
+
+    register(read_lake(spark, lake), TABLE_NAME)
     counts = [tuple(r) for r in spark.sql(PROVIDER_ATTEMPTS).collect()]
     spark.createDataFrame(
         model_prices(counts),
@@ -92,7 +107,7 @@ def register_views(
     values = settings_values(settings)
     names: list[str] = []
     for name, body in definitions():
-        spark.sql(to_spark(body, values)).createOrReplaceTempView(name)
+        register(spark.sql(to_spark(body, values)), name)
         names.append(name)
     return names
 
@@ -123,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
-    names = register_views(spark, args.lake)
+    names = register_views(spark, args.lake, materialize=not args.view)
     for name in args.view or names:
         spark.table(name).write.mode("overwrite").parquet(f"{args.out.rstrip('/')}/{name}")
 
