@@ -198,6 +198,10 @@ def check_tags(value: Any) -> None:
 
 
 def _timestamp(value: Any) -> str:
+    if type(value) is dt.datetime and value.tzinfo is dt.UTC:
+        # The common case, without a copy: isoformat ends in "+00:00" at UTC, and its
+        # year always has four digits, so the naive text is the first 26 characters.
+        return value.isoformat(" ", "microseconds")[:26]
     if not isinstance(value, dt.datetime) or value.tzinfo is None or value.utcoffset() is None:
         raise _fail("started_at", value, "expected a timezone-aware datetime")
     if value.tzinfo is not dt.UTC:
