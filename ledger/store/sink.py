@@ -86,17 +86,29 @@ _STARTED_AT = EVENT_COLUMNS.index(PARTITION_KEY)
 _ID_SEQUENCE = f"{TABLE_NAME}_id_seq"
 #: Migration 0008's row-level insert trigger, skipped while ``ledger.writer`` is ``'on'``.
 _GUARDED_LOG_FUNCTION = "ledger_log_new_row"
-#: One round trip per batch: the batch's ids, and the writer's flag set for this
-#: transaction only when the guarded trigger is there and enabled (a ledger with
-#: the trigger disabled, or none, is logged by nobody, as before).
-_TAKE_IDS = f"""
+#: Before the COPY, one round trip: the writer's flag, set for this transaction only
+#: when the guarded trigger is there and enabled (a ledger with the trigger
+#: disabled, or none, is logged by nobody, as before), and one id from the table's
+#: sequence: every id this session takes next is above it, whatever the sequence's
+#: cache (another session's cached ids may be below ``last_value``, ours never are).
+_START = f"""
 SELECT
   (SELECT set_config('ledger.writer', 'on', true) FROM pg_trigger
     WHERE tgrelid = to_regclass('{TABLE_NAME}') AND tgname = '{_LOG_INSERT_TRIGGER}'
       AND tgfoid = to_regproc('{_GUARDED_LOG_FUNCTION}') AND tgenabled <> 'D') IS NOT NULL,
-  array(SELECT nextval('{_ID_SEQUENCE}') FROM generate_series(1, %s))
+  nextval('{_ID_SEQUENCE}')
 """
-_LOG_IDS = f"INSERT INTO {CHANGES_TABLE} (row_id) SELECT unnest(%b::bigint[])"
+_LAST_ID = f"SELECT currval('{_ID_SEQUENCE}')"
+#: The batch's ids when nobody took one in between: the whole range, no table read.
+_LOG_RANGE = f"INSERT INTO {CHANGES_TABLE} (row_id) SELECT generate_series(%s::bigint, %s::bigint)"
+#: Otherwise the rows in that range that this transaction wrote (the others' ids
+#: in between are theirs to log).
+_LOG_OURS = f"""
+INSERT INTO {CHANGES_TABLE} (row_id)
+SELECT id FROM {TABLE_NAME}
+ WHERE id > %s AND id <= %s AND xmin = pg_current_xact_id()::xid
+ ORDER BY id
+"""
 
 
 class Sink(Protocol):
@@ -199,7 +211,7 @@ class PostgresSink:
             "SELECT {} FROM {} WITH NO DATA"
         ).format(stage_id, names, table_id)
         self._copy_sql = pgsql.SQL("COPY {} ({}) FROM STDIN").format(stage_id, names)
-        self._direct_sql = pgsql.SQL("COPY {} (id, {}) FROM STDIN").format(table_id, names)
+        self._direct_sql = pgsql.SQL("COPY {} ({}) FROM STDIN").format(table_id, names)
         self._conn: Any = None
         #: Months with a partition, or None when the table is not partitioned.
         self._months: set[partitions.Month] | None = None
@@ -248,15 +260,20 @@ class PostgresSink:
         return int(inserted)
 
     def _copy_logged(self, conn: Any, rows: Sequence[Row]) -> int:
-        """COPY ``rows`` with ids taken first; log them unless the insert trigger does."""
+        """COPY ``rows``; log them unless the insert trigger does (see the module docstring)."""
         with conn.cursor() as cur:
-            cur.execute(_TAKE_IDS, (len(rows),), binary=True)
-            logs_itself, ids = cur.fetchone()
+            cur.execute(_START)
+            logs_itself, below = cur.fetchone()
             with cur.copy(self._direct_sql) as copy:
-                for row_id, row in zip(ids, rows, strict=True):
-                    copy.write_row((row_id, *row))
+                for row in rows:
+                    copy.write_row(row)
             if logs_itself:
-                cur.execute(_LOG_IDS, (ids,))
+                cur.execute(_LAST_ID)
+                (last,) = cur.fetchone()
+                if last - below == len(rows):  # n distinct ids in n slots: all ours
+                    cur.execute(_LOG_RANGE, (below + 1, last))
+                else:
+                    cur.execute(_LOG_OURS, (below, last))
         return len(rows)
 
     @staticmethod
