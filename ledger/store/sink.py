@@ -27,22 +27,11 @@ tuples straight to the DBAPI connection that SQLAlchemy's pool gives us:
   that table's affinities as a direct insert's would; one INSERT … SELECT also
   costs less than one statement per row.
 * PostgreSQL: ``COPY`` straight into ``token_usage``, which streams the batch
-  in one round trip at the server's bulk-load speed. The batch's ids are taken
-  from the table's sequence first (one statement, which also sets
-  ``ledger.writer = 'on'`` for the transaction when the ledger has migration
-  0008's guarded insert trigger), copied with the rows, and appended to the
-  change log by one ``INSERT … SELECT unnest(ids)`` after the COPY, so the
-  transaction has its xid before it takes a change-log seq (the order the
-  analytics sync's gaps rely on, see ledger.analytics.sync). The trigger then
-  skips the writer's rows and logs everyone else's; migration 0003's
-  statement trigger it replaces copied every row into a transition table and
-  made COPY into a partitioned table insert row by row (together 15-40 % of
-  the writer's rows/s). A batch holding an event
+  in one round trip at the server's bulk-load speed. A batch holding an event
   stored already (a replay after a crash, ``ledger replay``) fails that COPY on
   the unique key as a whole; it is rolled back and the batch takes the
   idempotent path: ``COPY`` into a session temp table, then one
-  ``INSERT … SELECT … ON CONFLICT DO NOTHING`` (new ids; the trigger logs the
-  rows it inserts, as it would anyone's). Replays are rare, so nearly
+  ``INSERT … SELECT … ON CONFLICT DO NOTHING``. Replays are rare, so nearly
   every batch costs one plain COPY (bench/bench_scale.py). The conflict has no
   target because the unique key is ``event_id`` on a plain table and
   ``(event_id, started_at)`` on a partitioned one (see
@@ -74,7 +63,7 @@ from ledger.store import partitions
 Row = tuple[Any, ...]
 
 _STAGE = "ledger_stage"
-#: The change log's insert trigger (migration 0003; on PostgreSQL replaced by 0008's).
+#: The change log's per-row insert trigger on SQLite (migration 0003).
 _LOG_INSERT_TRIGGER = "token_usage_log_insert"
 _TRIGGER_SQL = "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?"
 _MAX_ID = f"SELECT coalesce(max(id), 0) FROM {TABLE_NAME}"
@@ -82,33 +71,6 @@ _LOG_ABOVE = (
     f"INSERT INTO {CHANGES_TABLE} (row_id) SELECT id FROM {TABLE_NAME} WHERE id > ? ORDER BY id"
 )
 _STARTED_AT = EVENT_COLUMNS.index(PARTITION_KEY)
-#: The sequence ``token_usage.id`` defaults to (migrations 0001 and 0006, ``ledger db partition``).
-_ID_SEQUENCE = f"{TABLE_NAME}_id_seq"
-#: Migration 0008's row-level insert trigger, skipped while ``ledger.writer`` is ``'on'``.
-_GUARDED_LOG_FUNCTION = "ledger_log_new_row"
-#: Before the COPY, one round trip: the writer's flag, set for this transaction only
-#: when the guarded trigger is there and enabled (a ledger with the trigger
-#: disabled, or none, is logged by nobody, as before), and one id from the table's
-#: sequence: every id this session takes next is above it, whatever the sequence's
-#: cache (another session's cached ids may be below ``last_value``, ours never are).
-_START = f"""
-SELECT
-  (SELECT set_config('ledger.writer', 'on', true) FROM pg_trigger
-    WHERE tgrelid = to_regclass('{TABLE_NAME}') AND tgname = '{_LOG_INSERT_TRIGGER}'
-      AND tgfoid = to_regproc('{_GUARDED_LOG_FUNCTION}') AND tgenabled <> 'D') IS NOT NULL,
-  nextval('{_ID_SEQUENCE}')
-"""
-_LAST_ID = f"SELECT currval('{_ID_SEQUENCE}')"
-#: The batch's ids when nobody took one in between: the whole range, no table read.
-_LOG_RANGE = f"INSERT INTO {CHANGES_TABLE} (row_id) SELECT generate_series(%s::bigint, %s::bigint)"
-#: Otherwise the rows in that range that this transaction wrote (the others' ids
-#: in between are theirs to log).
-_LOG_OURS = f"""
-INSERT INTO {CHANGES_TABLE} (row_id)
-SELECT id FROM {TABLE_NAME}
- WHERE id > %s AND id <= %s AND xmin = pg_current_xact_id()::xid
- ORDER BY id
-"""
 
 
 class Sink(Protocol):
@@ -232,7 +194,9 @@ class PostgresSink:
         # batch in the default, so the batch's months are checked every time.
         if self._months is None:
             return
-        wanted = {partitions.month_of_wire(row[_STARTED_AT]) for row in rows}
+        # Distinct "YYYY-MM" prefixes first: parsing each row's would cost the
+        # writer's thread (which shares the GIL with record()) ~0.3 us a row.
+        wanted = {partitions.month_of_wire(p) for p in {row[_STARTED_AT][:7] for row in rows}}
         wanted.update(partitions.ahead(dt.datetime.now(dt.UTC)))
         if wanted <= self._months:
             return
@@ -246,7 +210,7 @@ class PostgresSink:
         try:
             self._ensure_partitions(conn, rows)
             try:
-                inserted = self._copy_logged(conn, rows)
+                inserted = self._copy(conn, self._direct_sql, rows)
             except UniqueViolation:
                 conn.rollback()  # some were stored already: the idempotent path
                 with conn.cursor() as cur:
@@ -258,23 +222,6 @@ class PostgresSink:
             self.close()
             raise
         return int(inserted)
-
-    def _copy_logged(self, conn: Any, rows: Sequence[Row]) -> int:
-        """COPY ``rows``; log them unless the insert trigger does (see the module docstring)."""
-        with conn.cursor() as cur:
-            cur.execute(_START)
-            logs_itself, below = cur.fetchone()
-            with cur.copy(self._direct_sql) as copy:
-                for row in rows:
-                    copy.write_row(row)
-            if logs_itself:
-                cur.execute(_LAST_ID)
-                (last,) = cur.fetchone()
-                if last - below == len(rows):  # n distinct ids in n slots: all ours
-                    cur.execute(_LOG_RANGE, (below + 1, last))
-                else:
-                    cur.execute(_LOG_OURS, (below, last))
-        return len(rows)
 
     @staticmethod
     def _copy(conn: Any, statement: pgsql.Composable, rows: Sequence[Row]) -> int:

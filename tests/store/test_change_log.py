@@ -1,6 +1,6 @@
 """The writer logs its own batches in the change log; everyone else's writes, the triggers.
 
-SQLite and PostgreSQL (migration 0008's guarded insert trigger).
+On PostgreSQL the statement triggers of migration 0003 log the writer's COPY too.
 """
 
 from __future__ import annotations
