@@ -437,6 +437,7 @@ def main() -> None:
         default=os.environ.get("LEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1/test"),
     )
     parser.add_argument("--no-pg", action="store_true")
+    parser.add_argument("--only-pg", action="store_true", help="run the PostgreSQL figures only")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--otel-events", type=int, default=20_000, help="events per exporter round")
     parser.add_argument("--otel-rounds", type=int, default=6)
@@ -452,6 +453,9 @@ def main() -> None:
         tmp = Path(d)
         if args.only_otel:
             bench_exporter(tmp, events[: args.otel_events], args.otel_rounds)
+            return
+        if args.only_pg:
+            bench_postgres(tmp, events, args.pg, args.rounds)
             return
         if not args.no_record:
             bench_record(tmp, events)

@@ -1,4 +1,7 @@
-"""The writer logs its own batches in the change log; everyone else's writes, the triggers."""
+"""The writer logs its own batches in the change log; everyone else's writes, the triggers.
+
+On PostgreSQL the statement triggers of migration 0003 log the writer's COPY too.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +9,14 @@ import datetime as dt
 import sqlite3
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
 from ledger.events import UsageEvent, to_row
 from ledger.store.engine import make_engine
-from ledger.store.sink import Row, SQLiteSink, rejection_errors
+from ledger.store.sink import PostgresSink, Row, SQLiteSink, rejection_errors
 
 _TRIGGERS = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
 
@@ -89,3 +93,58 @@ def test_a_refused_batch_logs_nothing_and_keeps_the_trigger(engine: Engine) -> N
     assert len(stored) == 1
     assert _read(engine, "SELECT row_id FROM ledger_changes") == stored
     assert _read(engine, _TRIGGERS) == triggers
+
+
+def _pg_read(url: str, sql: str, *params: object) -> list[tuple[object, ...]]:
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("layout", ["pg_url", "partitioned_pg_url"])
+def test_postgres_logs_the_writers_rows_and_anyone_elses_once_each(
+    layout: str, request: pytest.FixtureRequest
+) -> None:
+    url: str = request.getfixturevalue(layout)
+    (start,) = _pg_read(url, "SELECT coalesce(max(seq), 0) FROM ledger_changes")[0]
+    engine = make_engine(url)
+    sink = PostgresSink(engine)
+    rows = _rows(5)
+    assert sink.insert(rows) == 5
+    assert sink.insert([*rows[:2], *_rows(2, start=5)]) == 2  # a replay: the idempotent path
+    sink.close()
+    engine.dispose()
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn) as conn:  # someone else, in one statement and in one row
+        conn.execute(
+            "INSERT INTO token_usage (event_id, call_id, attempt, started_at, "
+            "requested_provider, requested_model, provider, status) "
+            "SELECT 'by-hand-' || n, 'c', 1, '2026-11-30 00:00:00+00', 'openai', 'm', 'openai', "
+            "'ok' FROM generate_series(1, 3) n"
+        )
+    ids = [i for (i,) in _pg_read(url, "SELECT id FROM token_usage ORDER BY id")]
+    logged = [
+        i for (i,) in _pg_read(url, "SELECT row_id FROM ledger_changes WHERE seq > %s", start)
+    ]
+    assert len(ids) == 10
+    assert sorted(logged) == ids  # every row, once
+    # the writer's own batch is logged in its id order
+    assert logged[:5] == ids[:5]
+
+
+@pytest.mark.postgres
+def test_postgres_a_refused_batch_logs_nothing(pg_url: str) -> None:
+    (start,) = _pg_read(pg_url, "SELECT coalesce(max(seq), 0) FROM ledger_changes")[0]
+    engine = make_engine(pg_url)
+    sink = PostgresSink(engine)
+    bad = list(_rows(1)[0])
+    bad[0] = None  # event_id is NOT NULL
+    with pytest.raises(rejection_errors(engine)):
+        sink.insert([*_rows(2), tuple(bad)])
+    assert sink.insert(_rows(1, start=7)) == 1
+    sink.close()
+    engine.dispose()
+    stored = _pg_read(pg_url, "SELECT id FROM token_usage")
+    assert len(stored) == 1
+    assert _pg_read(pg_url, "SELECT row_id FROM ledger_changes WHERE seq > %s", start) == stored
