@@ -44,65 +44,114 @@ CUTS: Final = "state_latency_cuts"
 TAIL: Final = "state_latency_tail"
 TABLES: Final = (CUTS, TAIL)
 
-#: Share of a group's latencies a fresh cut keeps.
-KEEP_SHARE: Final = 0.10
-#: A tail below this share of its group is cut again (the p95 interval needs > 5 %).
-RECUT_SHARE: Final = 0.07
-#: A tail above this share is cut again once its group has doubled since its last cut.
-REGROW_SHARE: Final = 0.30
-#: Groups smaller than this keep every latency in the tail.
+#: Groups smaller than this keep every latency (no cut): reading them is cheap.
 MIN_ROWS: Final = 2_000
+#: The band a cut keeps is 0.95 +- w of the group, w = max(MIN_HALF_WIDTH,
+#: SPREAD * sqrt(0.95 * 0.05 * DEFF_ALLOWED / n)): room for the p95 interval's
+#: ranks at a z of SPREAD / sqrt(DEFF_ALLOWED / deff), and for drift until the next cut.
+MIN_HALF_WIDTH: Final = 0.01
+SPREAD: Final = 4.0
+DEFF_ALLOWED: Final = 10.0
 
 DDL: Final = (
-    f"CREATE TABLE IF NOT EXISTS {CUTS} "
-    "(gid INTEGER NOT NULL, n BIGINT NOT NULL, cut DOUBLE, recut_n BIGINT NOT NULL)",
+    f"CREATE TABLE IF NOT EXISTS {CUTS} (gid INTEGER NOT NULL, n BIGINT NOT NULL, "
+    "above BIGINT NOT NULL, low DOUBLE, high DOUBLE, recut_n BIGINT NOT NULL)",
     f"CREATE TABLE IF NOT EXISTS {TAIL} "
     "(gid INTEGER NOT NULL, latency_ms DOUBLE NOT NULL, id BIGINT NOT NULL)",
 )
 
 _NEW_GROUPS: Final = f"""
 INSERT INTO {CUTS}
-SELECT DISTINCT gid, 0, NULL, 0 FROM {{src}}
+SELECT DISTINCT gid, 0, 0, NULL, NULL, 0 FROM {{src}}
 WHERE gid NOT IN (SELECT gid FROM {CUTS})
 """
 # {sign}: 1 for latencies added to state_latency, -1 for latencies removed from it.
 _COUNT: Final = f"""
-UPDATE {CUTS} SET n = {CUTS}.n + {{sign}} * d.k
-FROM (SELECT gid, count(*) AS k FROM {{src}} GROUP BY gid) AS d
+UPDATE {CUTS} SET n = {CUTS}.n + {{sign}} * d.k, above = {CUTS}.above + {{sign}} * d.a
+FROM (
+    SELECT l.gid, count(*) AS k, count(*) FILTER (WHERE l.latency_ms > c.high) AS a
+    FROM {{src}} AS l
+    JOIN {CUTS} AS c USING (gid)
+    GROUP BY l.gid
+) AS d
 WHERE {CUTS}.gid = d.gid
 """
+_IN_BAND: Final = (
+    "CASE WHEN c.low IS NULL THEN {uncut} "
+    "ELSE l.latency_ms >= c.low AND (c.high IS NULL OR l.latency_ms <= c.high) END"
+)
 # A group without a cut that has grown past MIN_ROWS is about to be cut: not copied twice.
 _ADD_TAIL: Final = f"""
 INSERT INTO {TAIL}
 SELECT l.gid, l.latency_ms, l.id
 FROM {{src}} AS l
 JOIN {CUTS} AS c USING (gid)
-WHERE CASE WHEN c.cut IS NULL THEN c.n < {MIN_ROWS} ELSE l.latency_ms >= c.cut END
+WHERE {_IN_BAND.format(uncut=f"c.n < {MIN_ROWS}")}
 """
+# Due: a group crossing MIN_ROWS either way, one twice as large as at its last cut
+# (its band may narrow), or one whose p95 rank a has come within a quarter of the
+# band's half width of either edge (the latencies drifted).
 _DUE: Final = f"""
 CREATE OR REPLACE TEMP TABLE state_latency_due AS
-SELECT c.gid
-FROM {CUTS} AS c
-LEFT JOIN (SELECT gid, count(*) AS m FROM {TAIL} GROUP BY gid) AS t USING (gid)
+SELECT gid
+FROM (
+    SELECT
+        c.*,
+        c.n - c.above - coalesce(t.m, 0) AS below,
+        coalesce(t.m, 0) AS m,
+        floor(0.95 * (c.n - 1)) + 1 AS a,
+        greatest({MIN_HALF_WIDTH},
+            {SPREAD} * sqrt(0.95 * 0.05 * {DEFF_ALLOWED} / nullif(c.recut_n, 0)))
+            * c.recut_n / 4 AS margin
+    FROM {CUTS} AS c
+    LEFT JOIN (SELECT gid, count(*) AS m FROM {TAIL} GROUP BY gid) AS t USING (gid)
+)
 WHERE CASE
-    WHEN c.n < {MIN_ROWS} THEN c.cut IS NOT NULL
-    WHEN c.cut IS NULL THEN true
-    ELSE coalesce(t.m, 0) < {RECUT_SHARE} * c.n
-        OR (t.m > {REGROW_SHARE} * c.n AND c.n >= 2 * c.recut_n)
+    WHEN n < {MIN_ROWS} THEN low IS NOT NULL
+    WHEN low IS NULL THEN true
+    ELSE n >= 2 * recut_n OR a - below < margin
+        OR (high IS NOT NULL AND below + m - (a + 1) < margin)
 END
 """
+# The band's edges by rank (quantile_disc takes only a constant fraction): the
+# values of ranks floor((0.95 - w) n) and ceil((0.95 + w) n), no upper edge when w >= 0.05.
 _SET_CUTS: Final = f"""
-UPDATE {CUTS} SET cut = q.cut, recut_n = {CUTS}.n
+UPDATE {CUTS} SET low = q.low, high = q.high, above = 0, recut_n = {CUTS}.n
 FROM (
-    SELECT d.gid, CASE WHEN c.n >= {MIN_ROWS} THEN l.cut END AS cut
-    FROM state_latency_due AS d
-    JOIN {CUTS} AS c USING (gid)
-    LEFT JOIN (
-        SELECT gid, quantile_disc(latency_ms, {1 - KEEP_SHARE}) AS cut
+    SELECT
+        w.gid,
+        min(l.latency_ms) FILTER (WHERE l.k >= greatest(1, floor((0.95 - w.half) * w.n)))
+            AS low,
+        CASE WHEN w.half < 0.05 THEN
+            max(l.latency_ms) FILTER (WHERE l.k <= least(w.n, ceil((0.95 + w.half) * w.n)))
+        END AS high
+    FROM (
+        SELECT gid, n,
+            greatest({MIN_HALF_WIDTH}, {SPREAD} * sqrt(0.95 * 0.05 * {DEFF_ALLOWED} / n)) AS half
+        FROM {CUTS}
+        WHERE gid IN (SELECT gid FROM state_latency_due) AND n >= {MIN_ROWS}
+    ) AS w
+    JOIN (
+        SELECT gid, latency_ms, row_number() OVER (PARTITION BY gid ORDER BY latency_ms) AS k
         FROM state_latency
         WHERE gid IN (SELECT gid FROM state_latency_due)
-        GROUP BY gid
     ) AS l USING (gid)
+    GROUP BY w.gid, w.half
+    UNION ALL
+    SELECT gid, NULL, NULL
+    FROM {CUTS}
+    WHERE gid IN (SELECT gid FROM state_latency_due) AND n < {MIN_ROWS}
+) AS q
+WHERE {CUTS}.gid = q.gid
+"""
+_SET_ABOVE: Final = f"""
+UPDATE {CUTS} SET above = q.above
+FROM (
+    SELECT l.gid, count(*) AS above
+    FROM state_latency AS l
+    JOIN {CUTS} AS c USING (gid)
+    WHERE l.gid IN (SELECT gid FROM state_latency_due) AND l.latency_ms > c.high
+    GROUP BY l.gid
 ) AS q
 WHERE {CUTS}.gid = q.gid
 """
@@ -111,7 +160,7 @@ INSERT INTO {TAIL}
 SELECT l.gid, l.latency_ms, l.id
 FROM state_latency AS l
 JOIN {CUTS} AS c USING (gid)
-WHERE l.gid IN (SELECT gid FROM state_latency_due) AND (c.cut IS NULL OR l.latency_ms >= c.cut)
+WHERE l.gid IN (SELECT gid FROM state_latency_due) AND {_IN_BAND.format(uncut="true")}
 """
 
 
@@ -143,6 +192,7 @@ def recut(con: duckdb.DuckDBPyConnection) -> None:
     due = con.execute("SELECT count(*) FROM state_latency_due").fetchall()[0][0]
     if due:
         con.execute(_SET_CUTS)
+        con.execute(_SET_ABOVE)
         con.execute(f"DELETE FROM {TAIL} WHERE gid IN (SELECT gid FROM state_latency_due)")
         con.execute(_REFILL)
     con.execute("DROP TABLE state_latency_due")

@@ -12,12 +12,13 @@
 -- from state_latency, as the row view does. The result is exact either way.
 CREATE OR REPLACE VIEW upstream_p95_intervals AS
 WITH bounds AS (
-    SELECT b.*, b.n - b.m < b.r AS in_tail
+    SELECT b.*, b.below < b.r AND b.s <= b.below + b.m AS in_tail
     FROM (
         SELECT
             c.gid,
             c.n,
             coalesce(t.m, 0) AS m,
+            c.n - c.above - coalesce(t.m, 0) AS below,
             greatest(1, floor(0.95 * c.n - z * sqrt(0.95 * 0.05 * c.n * deff))) AS r,
             least(c.n, ceil(0.95 * c.n + z * sqrt(0.95 * 0.05 * c.n * deff))) AS s
         FROM (
@@ -48,10 +49,10 @@ ranked AS (
         k.latency_ms,
         b.r,
         b.s,
-        b.n - count(*) OVER part + row_number() OVER (part ORDER BY k.latency_ms) AS rank
+        CASE WHEN b.in_tail THEN b.below ELSE 0 END
+            + row_number() OVER (PARTITION BY b.gid ORDER BY k.latency_ms) AS rank
     FROM kept AS k
     JOIN bounds AS b USING (gid)
-    WINDOW part AS (PARTITION BY b.gid)
 )
 SELECT
     g.requested_model,

@@ -32,9 +32,18 @@ WITH card AS (
 -- state_latency_tail (a group's latencies >= its cut, n of them in all; see
 -- ledger/analytics/latency_tails.py) when x(a) is in it, else from every latency.
 p95_bounds AS (
-    SELECT b.*, floor(b.rn) + 1 AS a, b.n - b.m < floor(b.rn) + 1 AS in_tail
+    SELECT
+        b.*,
+        floor(b.rn) + 1 AS a,
+        b.below < floor(b.rn) + 1 AND (b.rn = floor(b.rn) OR floor(b.rn) + 2 <= b.below + b.m)
+            AS in_tail
     FROM (
-        SELECT c.gid, c.n, coalesce(t.m, 0) AS m, CAST(c.n - 1 AS DOUBLE) * 0.95 AS rn
+        SELECT
+            c.gid,
+            c.n,
+            coalesce(t.m, 0) AS m,
+            c.n - c.above - coalesce(t.m, 0) AS below,
+            CAST(c.n - 1 AS DOUBLE) * 0.95 AS rn
         FROM state_latency_cuts AS c
         LEFT JOIN (SELECT gid, count(*) AS m FROM state_latency_tail GROUP BY gid) AS t
             USING (gid)
@@ -46,7 +55,8 @@ p95_ranked AS (
         b.gid,
         k.latency_ms,
         b.a,
-        b.n - count(*) OVER part + row_number() OVER (part ORDER BY k.latency_ms) AS rank
+        CASE WHEN b.in_tail THEN b.below ELSE 0 END
+            + row_number() OVER (PARTITION BY b.gid ORDER BY k.latency_ms) AS rank
     FROM (
         SELECT gid, latency_ms
         FROM state_latency_tail
@@ -57,7 +67,6 @@ p95_ranked AS (
         WHERE gid IN (SELECT gid FROM p95_bounds WHERE NOT in_tail)
     ) AS k
     JOIN p95_bounds AS b USING (gid)
-    WINDOW part AS (PARTITION BY b.gid)
 ),
 p95 AS (
     SELECT
