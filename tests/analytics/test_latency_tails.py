@@ -87,9 +87,7 @@ def test_a_z_too_wide_for_the_band_reads_every_latency(sqlite_url: str, tmp_path
         _assert_exact(analytics)
 
 
-def test_deleted_and_changed_latencies_keep_the_band_exact(
-    sqlite_url: str, tmp_path: Path
-) -> None:
+def test_deleted_and_changed_latencies_keep_the_band_exact(sqlite_url: str, tmp_path: Path) -> None:
     rng = random.Random(3)
     insert_rows(sqlite_url, _rows(rng, 4_000, 0, 1.0))
     settings = AnalyticsSettings(min_samples=3)
