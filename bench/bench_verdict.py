@@ -13,8 +13,10 @@ in ``--workdir`` for the next run) synced into a fresh DuckDB file, then
 - *tails*: the verdict with the views the package installs,
 
 each timed as the whole result fetched; medians printed, and both answers
-checked equal. Target (issue 13): the verdict <= 1 s at 10M rows, and its time
-no longer growing with the rows the way the baseline's does.
+checked equal. The same for the verdict's latency part alone (the p95 interval
+and the scorecard's p95). ``--reuse`` keeps an earlier run's DuckDB file.
+Target (issue 13): the verdict <= 1 s at 10M rows, its latency part no longer
+growing with the rows the way the baseline's does.
 
 ``--latencies N`` (10M rows served through the writer take long on a loaded
 machine): after the sync, ``state_latency`` is grown to N served latencies by
@@ -39,15 +41,23 @@ from ledger.analytics import Analytics, latency_tails, views
 BASELINE = Path(__file__).with_name("verdict_baseline.sql")
 TAIL_VIEWS = ("upstream_scorecard", "upstream_p95_intervals")
 VERDICT = "SELECT * FROM provider_order_verdict ORDER BY ALL"
+#: What the verdict reads of the latencies: the p95 interval, and the scorecard's p95 column.
+LATENCY_PART = (
+    "SELECT * FROM upstream_p95_intervals "
+    "JOIN (SELECT requested_model, upstream, p95_latency_ms FROM upstream_scorecard) "
+    "USING (requested_model, upstream) ORDER BY ALL"
+)
 
 
-def sync(rows: int, workdir: Path) -> Path:
+def sync(rows: int, workdir: Path, *, reuse: bool) -> Path:
     ledger = workdir / f"ledger-{rows}.db"
     if not ledger.exists():
         started = time.perf_counter()
         bench_analytics.build_ledger(ledger, rows)
         print(f"generated {rows:,} rows in {time.perf_counter() - started:.0f} s")
     duck = workdir / f"verdict-{rows}.duckdb"
+    if reuse and duck.exists():
+        return duck
     duck.unlink(missing_ok=True)
     started = time.perf_counter()
     Analytics(f"sqlite:///{ledger}", path=duck).close()
@@ -79,9 +89,9 @@ def install(con: duckdb.DuckDBPyConnection, which: str) -> None:
             con.execute(views.stored_view_sql(name))
 
 
-def timed_verdict(con: duckdb.DuckDBPyConnection) -> tuple[float, list[tuple[object, ...]]]:
+def timed(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[float, list[tuple[object, ...]]]:
     started = time.perf_counter()
-    rows = con.execute(VERDICT).fetchall()
+    rows = con.execute(sql).fetchall()
     return time.perf_counter() - started, rows
 
 
@@ -104,22 +114,23 @@ def bench(duck: Path, rounds: int, label: str) -> None:
             "SELECT (SELECT count(*) FROM state_latency), "
             f"(SELECT count(*) FROM {latency_tails.TAIL})"
         ).fetchone() or (0, 0)
-        times: dict[str, list[float]] = {"baseline": [], "tails": []}
-        answers: dict[str, list[tuple[object, ...]]] = {}
-        for r in range(rounds):
-            order = ("baseline", "tails") if r % 2 == 0 else ("tails", "baseline")
-            for which in order:
-                install(con, which)
-                t, answers[which] = timed_verdict(con)
-                times[which].append(t)
-        install(con, "tails")
-        base, tails = (statistics.median(times[w]) for w in ("baseline", "tails"))
-        equal = same(answers["baseline"], answers["tails"])
-        print(
-            f"{label}: {n:,} served latencies, {kept:,} kept ({kept / max(n, 1):.1%}); "
-            f"verdict median of {rounds}: baseline {base:.3f} s, tails {tails:.3f} s "
-            f"({base / tails:.1f}x); same answer: {equal}"
-        )
+        print(f"{label}: {n:,} served latencies, {kept:,} kept ({kept / max(n, 1):.1%})")
+        for what, sql in (("verdict", VERDICT), ("latency part", LATENCY_PART)):
+            times: dict[str, list[float]] = {"baseline": [], "tails": []}
+            answers: dict[str, list[tuple[object, ...]]] = {}
+            for r in range(rounds):
+                order = ("baseline", "tails") if r % 2 == 0 else ("tails", "baseline")
+                for which in order:
+                    install(con, which)
+                    t, answers[which] = timed(con, sql)
+                    times[which].append(t)
+            install(con, "tails")
+            base, tails = (statistics.median(times[w]) for w in ("baseline", "tails"))
+            equal = same(answers["baseline"], answers["tails"])
+            print(
+                f"  {what:<12} median of {rounds}: baseline {base:.3f} s, tails {tails:.3f} s "
+                f"({base / tails:.1f}x); same answer: {equal}"
+            )
     finally:
         con.close()
 
@@ -130,10 +141,11 @@ def main() -> None:
     parser.add_argument("--latencies", type=int, help="grow state_latency to this many")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ledger-bench"))
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--reuse", action="store_true", help="keep an earlier run's DuckDB file")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     for rows in args.rows:
-        duck = sync(rows, args.workdir)
+        duck = sync(rows, args.workdir, reuse=args.reuse)
         bench(duck, args.rounds, f"{rows:,} rows")
         if args.latencies:
             con = duckdb.connect(str(duck))
