@@ -49,7 +49,7 @@ MIN_ROWS: Final = 2_000
 #: The band a cut keeps is 0.95 +- w of the group, w = max(MIN_HALF_WIDTH,
 #: SPREAD * sqrt(0.95 * 0.05 * DEFF_ALLOWED / n)): room for the p95 interval's
 #: ranks at a z of SPREAD / sqrt(DEFF_ALLOWED / deff), and for drift until the next cut.
-MIN_HALF_WIDTH: Final = 0.01
+MIN_HALF_WIDTH: Final = 0.0025
 SPREAD: Final = 4.0
 DEFF_ALLOWED: Final = 10.0
 
