@@ -113,30 +113,39 @@ WHERE CASE
         OR (high IS NOT NULL AND below + m - (a + 1) < margin)
 END
 """
-# The band's edges by rank (quantile_disc takes only a constant fraction): the
-# values of ranks floor((0.95 - w) n) and ceil((0.95 + w) n), no upper edge when w >= 0.05.
+#: Fractions the band's edges are rounded out to: one quantile_disc over a constant
+#: list (selection, not a sort of the group; quantile_disc takes no per-group fraction).
+_GRID_STEP: Final = 0.0025
+_GRID_FIRST: Final = 0.8
+_GRID: Final = tuple(round(_GRID_FIRST + _GRID_STEP * i, 4) for i in range(81))
+# low: the grid's largest fraction <= 0.95 - w; high: its smallest >= 0.95 + w, none
+# when w >= 0.05 (the band reaches the top).
 _SET_CUTS: Final = f"""
 UPDATE {CUTS} SET low = q.low, high = q.high, above = 0, recut_n = {CUTS}.n
 FROM (
     SELECT
-        w.gid,
-        min(l.latency_ms) FILTER (WHERE l.k >= greatest(1, floor((0.95 - w.half) * w.n)))
+        gid,
+        qs[greatest(1, CAST(floor((0.95 - half - {_GRID_FIRST}) / {_GRID_STEP}) AS BIGINT) + 1)]
             AS low,
-        CASE WHEN w.half < 0.05 THEN
-            max(l.latency_ms) FILTER (WHERE l.k <= least(w.n, ceil((0.95 + w.half) * w.n)))
+        CASE WHEN half < 0.05 THEN
+            qs[least({len(_GRID)},
+                CAST(ceil((0.95 + half - {_GRID_FIRST}) / {_GRID_STEP}) AS BIGINT) + 1)]
         END AS high
     FROM (
-        SELECT gid, n,
-            greatest({MIN_HALF_WIDTH}, {SPREAD} * sqrt(0.95 * 0.05 * {DEFF_ALLOWED} / n)) AS half
-        FROM {CUTS}
-        WHERE gid IN (SELECT gid FROM state_latency_due) AND n >= {MIN_ROWS}
-    ) AS w
-    JOIN (
-        SELECT gid, latency_ms, row_number() OVER (PARTITION BY gid ORDER BY latency_ms) AS k
-        FROM state_latency
-        WHERE gid IN (SELECT gid FROM state_latency_due)
-    ) AS l USING (gid)
-    GROUP BY w.gid, w.half
+        SELECT
+            w.gid,
+            any_value(w.half) AS half,
+            quantile_disc(l.latency_ms, {list(_GRID)}) AS qs
+        FROM (
+            SELECT gid,
+                greatest({MIN_HALF_WIDTH}, {SPREAD} * sqrt(0.95 * 0.05 * {DEFF_ALLOWED} / n))
+                    AS half
+            FROM {CUTS}
+            WHERE gid IN (SELECT gid FROM state_latency_due) AND n >= {MIN_ROWS}
+        ) AS w
+        JOIN state_latency AS l USING (gid)
+        GROUP BY w.gid
+    )
     UNION ALL
     SELECT gid, NULL, NULL
     FROM {CUTS}
