@@ -30,9 +30,9 @@ views stored in the file (``sql/stored/<name>.sql``) read those instead:
     zero; an ``abandoned`` attempt (the caller left) is no upstream error.
 ``state_upstreams`` / ``state_latency``
     served latencies per (requested_model, upstream identity) as small
-    integers and doubles, for the quantiles and the p95 intervals; the top
-    tenth of each group is also kept apart, where the p95 and its interval
-    are read (:mod:`ledger.analytics.latency_tails`).
+    integers and doubles, for the quantiles and the p95 intervals; a band of
+    each group around its p95 is also kept apart, where the p95 and its
+    interval are read (:mod:`ledger.analytics.latency_tails`).
 ``state_moves``
     the changed transitions (switches and idle releases) counted per model,
     agent, day and whole second of gap (:mod:`ledger.analytics.moves`).

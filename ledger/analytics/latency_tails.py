@@ -1,35 +1,40 @@
-"""The top of each upstream's latencies, kept apart so the p95 reads a tenth of them.
+"""A band of each upstream's latencies around its p95, kept apart so the verdict reads ~1 %.
 
 ``provider_order_verdict`` needs, per (requested_model, upstream) group of
-``n`` served latencies, the p95 (``quantile_cont``: order statistics near rank
-0.95n) and its order-statistic interval ``x(r)``, ``x(s)`` with ``r`` a few
-standard deviations below 0.95n. All of them lie in the top few percent, yet
-ranking them read every latency of the group: at 10M rows that is most of the
-verdict's time, and it grows with the rows.
+``n`` served latencies, the p95 (``quantile_cont``: order statistics ``a``,
+``a + 1`` near rank 0.95n) and its order-statistic interval ``x(r)``,
+``x(s)``, ``r`` and ``s`` a few standard deviations (widened by the design
+effect) either side of 0.95n. Ranking them read every latency of the group:
+at 10M rows most of the verdict's time, growing with the rows.
 
 This module keeps, beside ``state_latency`` (every served latency, still what
 the p50 and the fallbacks read):
 
 ``state_latency_cuts``
-    per group number ``gid``: ``n`` (its latencies in ``state_latency``),
-    ``cut`` (NULL: the tail holds every latency of the group) and ``recut_n``
-    (``n`` when the cut was last chosen).
+    per group number ``gid``: ``n`` (its latencies in ``state_latency``), the
+    band's edges ``low`` and ``high`` (``low`` NULL: the band holds every
+    latency; ``high`` NULL: no upper edge), ``above`` (how many latencies are
+    ``> high``) and ``recut_n`` (``n`` when the edges were last chosen).
 ``state_latency_tail``
-    every latency of the group ``>= cut`` (ties at the cut included), with its
-    row id.
+    every latency of the group in ``[low, high]`` (ties at the edges
+    included), with its row id: the band.
 
-Invariant: the tail holds exactly the group's latencies ``>= cut``, so the
-``m`` it holds are the group's top ``m`` and the ``i``-th of them (ascending)
-has rank ``n - m + i`` among all ``n``: ranks read from the tail are exact.
-A view reads the tail only when every rank it needs is ``> n - m``, and the
-whole group otherwise (``sql/stored/upstream_p95_intervals.sql``), so the
-results never depend on how well the cut was chosen, only the speed does.
+Invariant: the band holds exactly the group's ``m`` latencies in ``[low,
+high]`` and ``above`` counts those above, so the ``i``-th of the band
+(ascending) has rank ``below + i`` among all ``n``, ``below = n - above - m``:
+ranks read from the band are exact. A view reads the band only when every
+rank it needs lies in ``(below, below + m]``, and the group's every latency
+otherwise (``sql/stored/upstream_p95_intervals.sql``, the p95 of
+``sql/stored/upstream_scorecard.sql``), so the results never depend on how
+well the edges were chosen, only the speed does.
 
-The cut is chosen at sync (:func:`recut`): ``quantile_disc(latency, 1 -
-KEEP_SHARE)`` once a group has MIN_ROWS latencies, chosen again when the tail
-falls below RECUT_SHARE of the group (the p95 interval needs a bit over 5 %
-of it) or, after the group has doubled, exceeds REGROW_SHARE (latencies that
-drift up). A group below MIN_ROWS keeps everything: reading it is cheap.
+The edges are chosen at sync (:func:`recut`) once a group has MIN_ROWS
+latencies: 0.95 +- w of it, w = max(MIN_HALF_WIDTH, SPREAD * sqrt(0.95 *
+0.05 * DEFF_ALLOWED / n)) rounded out to a grid of fractions, so the band
+holds about 2w of the group (w shrinks as the group grows: the band grows as
+sqrt(n)). They are chosen again when the group has doubled, or when its p95
+rank has come within w/4 of an edge (latencies that drift). A group below
+MIN_ROWS keeps everything: reading it is cheap.
 """
 
 # Every SQL string here is a module constant over our own tables: S608 does not apply.

@@ -1,15 +1,16 @@
 -- upstream_p95_intervals, as stored in the analytics file: the same rows and
 -- columns as views/upstream_p95_intervals.sql (formulas there), computed over
--- state_latency_tail: per upstream number, its latencies >= a cut chosen at
--- sync (about its top tenth), with n, the count of all its latencies, in
--- state_latency_cuts (see ledger/analytics/latency_tails.py); deff from
--- upstream_clusters.
+-- state_latency_tail: per upstream number, a band of its latencies around the
+-- p95 chosen at sync, with n (all its latencies) and above (those above the
+-- band) in state_latency_cuts (see ledger/analytics/latency_tails.py); deff
+-- from upstream_clusters.
 --
--- The tail holds exactly the group's m latencies >= cut, so its i-th smallest
--- has rank n - m + i among all n. When x(r) (the lowest rank read) has a rank
--- above n - m, only the tail is ranked; otherwise (a large z or deff, or a
--- tail shrunk since the last sync's cut) the group's every latency is ranked
--- from state_latency, as the row view does. The result is exact either way.
+-- The band holds exactly the group's m latencies in [low, high], so its i-th
+-- smallest has rank below + i among all n, below = n - above - m. When x(r)
+-- and x(s) have ranks in (below, below + m], only the band is ranked;
+-- otherwise (a large z or deff, latencies drifted since the last sync's cut)
+-- the group's every latency is ranked from state_latency, as the row view
+-- does. The result is exact either way.
 CREATE OR REPLACE VIEW upstream_p95_intervals AS
 WITH bounds AS (
     SELECT b.*, b.below < b.r AND b.s <= b.below + b.m AS in_tail

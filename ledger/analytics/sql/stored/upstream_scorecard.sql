@@ -1,8 +1,9 @@
 -- upstream_scorecard, as stored in the analytics file: the same rows and
 -- columns as views/upstream_scorecard.sql. Counts and sums come from
 -- state_rollup, the latency quantiles from state_latency (served latencies as
--- doubles per upstream number; the p95 from its kept tail, see below), sessions_pinned from state_sessions
--- (attempt_upstreams: the distinct identities of a session's served attempts).
+-- doubles per upstream number; the p95 from its band, see below), sessions_pinned
+-- from state_sessions (attempt_upstreams: the distinct identities of a session's
+-- served attempts).
 CREATE OR REPLACE VIEW upstream_scorecard AS
 WITH card AS (
     SELECT
@@ -29,8 +30,9 @@ WITH card AS (
 -- p95 = quantile_cont(latency, 0.95): x(a) + (x(a+1) - x(a)) * d with rn = (n - 1) * 0.95,
 -- a = floor(rn) + 1, d = rn - floor(rn) (written as DuckDB interpolates, which may
 -- fuse the multiply-add: equal up to the last bit). Ranks read from
--- state_latency_tail (a group's latencies >= its cut, n of them in all; see
--- ledger/analytics/latency_tails.py) when x(a) is in it, else from every latency.
+-- state_latency_tail (a band of the group's latencies around its p95, below = n -
+-- above - m of them under it; see ledger/analytics/latency_tails.py) when x(a) and
+-- x(a + 1) are in it, else from every latency.
 p95_bounds AS (
     SELECT
         b.*,
