@@ -30,7 +30,9 @@ views stored in the file (``sql/stored/<name>.sql``) read those instead:
     zero; an ``abandoned`` attempt (the caller left) is no upstream error.
 ``state_upstreams`` / ``state_latency``
     served latencies per (requested_model, upstream identity) as small
-    integers and doubles, for the quantiles and the p95 intervals.
+    integers and doubles, for the quantiles and the p95 intervals; a band of
+    each group around its p95 is also kept apart, where the p95 and its
+    interval are read (:mod:`ledger.analytics.latency_tails`).
 ``state_moves``
     the changed transitions (switches and idle releases) counted per model,
     agent, day and whole second of gap (:mod:`ledger.analytics.moves`).
@@ -59,11 +61,11 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics import clusters, gaps, moves, session_aggregates
+from ledger.analytics import clusters, gaps, latency_tails, moves, session_aggregates
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 5
+STATE_VERSION: Final = 6
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
 #: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).
@@ -76,6 +78,7 @@ STATE_TABLES: Final = (
     "state_rollup",
     "state_upstreams",
     "state_latency",
+    *latency_tails.TABLES,
     moves.TABLE,
 )
 
@@ -221,7 +224,7 @@ FROM (
 )
 """
 _NEW_LATENCIES: Final = f"""
-INSERT INTO state_latency
+CREATE OR REPLACE TEMP TABLE state_new_latency AS
 SELECT g.gid, l.latency_ms, l.id
 FROM ({_SERVED_LATENCY}) AS l
 JOIN state_upstreams AS g USING (requested_model, upstream)
@@ -246,6 +249,7 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
     for ddl in STATE_DDL:
         con.execute(ddl)
     gaps.ensure_table(con)
+    latency_tails.ensure_tables(con)
     clusters.ensure_table(con)
     moves.ensure_table(con)
 
@@ -297,6 +301,20 @@ def _fold_rollup(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> No
 def _fold_latency(con: duckdb.DuckDBPyConnection, src: str) -> None:
     con.execute(_NEW_UPSTREAMS.format(src=src))
     con.execute(_NEW_LATENCIES.format(src=src))
+    con.execute("INSERT INTO state_latency SELECT * FROM state_new_latency")
+    latency_tails.add(con, "state_new_latency")
+    con.execute("DROP TABLE state_new_latency")
+
+
+def _unfold_latency(con: duckdb.DuckDBPyConnection) -> None:
+    """Remove the latencies of ``state_removed_rows`` (by row id)."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE state_gone_latency AS SELECT * FROM state_latency "
+        "WHERE id IN (SELECT id FROM state_removed_rows)"
+    )
+    con.execute("DELETE FROM state_latency WHERE id IN (SELECT id FROM state_gone_latency)")
+    latency_tails.remove(con, "state_gone_latency")
+    con.execute("DROP TABLE state_gone_latency")
 
 
 def _fold(
@@ -458,7 +476,7 @@ def _refold(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE OR REPLACE TEMP TABLE state_merged_rollup AS {_ROLLUP_MERGE}")
     con.execute("DELETE FROM state_rollup")
     con.execute("INSERT INTO state_rollup SELECT * FROM state_merged_rollup")
-    con.execute("DELETE FROM state_latency WHERE id IN (SELECT id FROM state_removed_rows)")
+    _unfold_latency(con)
     _fold_latency(con, "state_new_rows")
     session_aggregates.fold(con, "state_touched_rows", rederive=True)
     # The session clusters are sums too, but keyed wider than a row: recomputed

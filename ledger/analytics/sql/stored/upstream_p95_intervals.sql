@@ -1,36 +1,59 @@
 -- upstream_p95_intervals, as stored in the analytics file: the same rows and
 -- columns as views/upstream_p95_intervals.sql (formulas there), computed over
--- state_latency: served latencies as doubles per upstream number, which
--- partitions and sorts far faster than the rows' strings; deff from upstream_clusters.
+-- state_latency_tail: per upstream number, a band of its latencies around the
+-- p95 chosen at sync, with n (all its latencies) and above (those above the
+-- band) in state_latency_cuts (see ledger/analytics/latency_tails.py); deff
+-- from upstream_clusters.
+--
+-- The band holds exactly the group's m latencies in [low, high], so its i-th
+-- smallest has rank below + i among all n, below = n - above - m. When x(r)
+-- and x(s) have ranks in (below, below + m], only the band is ranked;
+-- otherwise (a large z or deff, latencies drifted since the last sync's cut)
+-- the group's every latency is ranked from state_latency, as the row view
+-- does. The result is exact either way.
 CREATE OR REPLACE VIEW upstream_p95_intervals AS
 WITH bounds AS (
-    SELECT
-        q.*,
-        z,
-        coalesce(c.latency_deff, 1.0) AS deff,
-        greatest(1, floor(0.95 * n - z * sqrt(0.95 * 0.05 * n * deff))) AS r,
-        least(n, ceil(0.95 * n + z * sqrt(0.95 * 0.05 * n * deff))) AS s
+    SELECT b.*, b.below < b.r AND b.s <= b.below + b.m AS in_tail
     FROM (
-        SELECT gid, count(*) AS n, quantile_disc(latency_ms, 0.9) AS cut
-        FROM state_latency
-        GROUP BY gid
-    ) AS q
-    JOIN state_upstreams AS g USING (gid)
-    LEFT JOIN upstream_clusters AS c
-        ON c.requested_model = g.requested_model AND c.upstream = g.upstream,
-    (SELECT ledger_setting('confidence_z') AS z)
+        SELECT
+            c.gid,
+            c.n,
+            coalesce(t.m, 0) AS m,
+            c.n - c.above - coalesce(t.m, 0) AS below,
+            greatest(1, floor(0.95 * c.n - z * sqrt(0.95 * 0.05 * c.n * deff))) AS r,
+            least(c.n, ceil(0.95 * c.n + z * sqrt(0.95 * 0.05 * c.n * deff))) AS s
+        FROM (
+            SELECT c.*, coalesce(u.latency_deff, 1.0) AS deff
+            FROM state_latency_cuts AS c
+            JOIN state_upstreams AS g USING (gid)
+            LEFT JOIN upstream_clusters AS u
+                ON u.requested_model = g.requested_model AND u.upstream = g.upstream
+            WHERE c.n > 0
+        ) AS c
+        LEFT JOIN (SELECT gid, count(*) AS m FROM state_latency_tail GROUP BY gid) AS t
+            USING (gid),
+        (SELECT ledger_setting('confidence_z') AS z)
+    ) AS b
+),
+kept AS (
+    SELECT gid, latency_ms
+    FROM state_latency_tail
+    WHERE gid IN (SELECT gid FROM bounds WHERE in_tail)
+    UNION ALL
+    SELECT gid, latency_ms
+    FROM state_latency
+    WHERE gid IN (SELECT gid FROM bounds WHERE NOT in_tail)
 ),
 ranked AS (
     SELECT
         b.gid,
-        l.latency_ms,
+        k.latency_ms,
         b.r,
         b.s,
-        b.n - count(*) OVER part + row_number() OVER (part ORDER BY l.latency_ms) AS rank
-    FROM state_latency AS l
+        CASE WHEN b.in_tail THEN b.below ELSE 0 END
+            + row_number() OVER (PARTITION BY b.gid ORDER BY k.latency_ms) AS rank
+    FROM kept AS k
     JOIN bounds AS b USING (gid)
-    WHERE l.latency_ms >= b.cut OR b.r <= 0.9 * b.n + 1
-    WINDOW part AS (PARTITION BY b.gid)
 )
 SELECT
     g.requested_model,
