@@ -65,7 +65,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.analytics import aggregates, gaps
+from ledger.analytics import aggregates, gaps, prefetch
 from ledger.analytics.local import insert_sql
 from ledger.analytics.source import Horizon, LedgerSnapshot, LedgerSource
 from ledger.schema import TABLE_NAME
@@ -315,6 +315,38 @@ def _apply_in_one_transaction(
     return counts
 
 
+def _copy_in_steps(
+    con: duckdb.DuckDBPyConnection,
+    chunks: Iterator[pa.Table],
+    total: int,
+    progress: ProgressCallback | None,
+) -> int:
+    """Insert the chunks, one transaction and one checkpoint per CHECKPOINT_ROWS; rows inserted.
+
+    A transaction per step rather than per chunk: each commit writes to the WAL,
+    and at a quarter of a million rows a chunk those commits cost as much as the
+    inserts. Memory is bounded by the checkpoints, as before.
+    """
+    copied, more = 0, True
+
+    def step() -> None:
+        nonlocal copied, more
+        read = 0
+        for chunk in chunks:  # resumes where the previous step stopped
+            copied += _insert(con, chunk)
+            read += chunk.num_rows
+            if progress is not None:
+                progress(min(copied, total), total)
+            if read >= CHECKPOINT_ROWS:
+                return
+        more = False
+
+    while more:
+        _in_transaction(con, step)
+        aggregates.checkpoint(con)
+    return copied
+
+
 def _apply_in_steps(
     con: duckdb.DuckDBPyConnection,
     snap: LedgerSnapshot,
@@ -331,9 +363,11 @@ def _apply_in_steps(
     DuckDB holds what a transaction wrote in memory until a checkpoint, so
     copying millions of rows in one transaction peaks at several GiB. Here the
     state is invalidated and the changed rows (every row, for a rebuild)
-    removed first; each chunk of rows commits, a checkpoint follows every
-    CHECKPOINT_ROWS, the state is rebuilt in steps, and the cursor is written
-    last. An interrupted bulk sync is simply run again by the next one.
+    removed first; every CHECKPOINT_ROWS of rows commit and are checkpointed
+    (the next chunk read from the ledger on a thread meanwhile, see
+    :mod:`ledger.analytics.prefetch`), the state is rebuilt in steps, and the
+    cursor is written last. An interrupted bulk sync is simply run again by the
+    next one.
     """
     counts = _Counts()
 
@@ -358,23 +392,8 @@ def _apply_in_steps(
         batches = snap.rows()
     else:
         batches = snap.rows_named(0 if cursor is None else cursor.max_seq, ranges)
-    copied, since_checkpoint = 0, 0
-    for chunk in _chunks(batches):
-        inserted = 0
-
-        def insert(chunk: pa.Table = chunk) -> None:
-            nonlocal inserted
-            inserted = _insert(con, chunk)
-
-        _in_transaction(con, insert)
-        copied += inserted
-        since_checkpoint += chunk.num_rows
-        if since_checkpoint >= CHECKPOINT_ROWS:
-            aggregates.checkpoint(con)
-            since_checkpoint = 0
-        if progress is not None:
-            progress(min(copied, total), total)
-    aggregates.checkpoint(con)
+    with prefetch.prefetched(_chunks(batches)) as chunks:
+        copied = _copy_in_steps(con, chunks, total, progress)
     aggregates.rebuild_in_steps(con)
     seen = snap.all_seqs() if changes is None else changes
 
