@@ -330,7 +330,7 @@ def _fold(
     _fold_calls(con, src, fresh=fresh)
     _fold_rollup(con, src, fresh=fresh)
     _fold_latency(con, src)
-    session_aggregates.fold(con, src, upto=upto)
+    session_aggregates.fold(con, src, upto=upto, fresh=fresh)
     clusters.fold(con, src, fresh=fresh)
 
 
