@@ -71,8 +71,10 @@ from ledger.analytics.source import Horizon, LedgerSnapshot, LedgerSource
 from ledger.schema import TABLE_NAME
 from ledger.store.engine import display_url
 
-#: Rows per INSERT into DuckDB: fewer, larger statements amortise planning.
-CHUNK_ROWS: Final = 262_144
+#: Rows per INSERT into DuckDB: fewer, larger statements amortise planning, and
+#: whole row groups (122,880 rows) are written to the file as they are inserted,
+#: where a chunk ending mid-group leaves every group to be rewritten at the checkpoint.
+CHUNK_ROWS: Final = 2 * 122_880
 #: Rows a bulk sync copies between two checkpoints (see :func:`_apply_in_steps`).
 CHECKPOINT_ROWS: Final = 2_000_000
 
@@ -131,16 +133,33 @@ def _one(con: duckdb.DuckDBPyConnection, sql: str) -> int:
     return 0 if not rows or rows[0][0] is None else int(rows[0][0])
 
 
+def _without_sentinel(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches less the SQLite read's leading sentinel row (id -1), so that the
+    chunks hold exactly the rows inserted (the INSERT drops it too, for other callers)."""
+    first = True
+    for batch in batches:
+        if first and batch.num_rows and batch.column("id")[0].as_py() < 0:
+            batch = batch.slice(1)
+        first = False
+        if batch.num_rows:
+            yield batch
+
+
 def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """The rows in tables of exactly CHUNK_ROWS (the last one fewer): slices, not copies."""
     pending: list[pa.RecordBatch] = []
     size = 0
-    for batch in batches:
+    for batch in _without_sentinel(batches):
         pending.append(batch)
         size += batch.num_rows
         if size >= CHUNK_ROWS:
-            yield pa.Table.from_batches(pending)
-            pending, size = [], 0
-    if pending:
+            table = pa.Table.from_batches(pending)
+            cut = size - size % CHUNK_ROWS
+            for start in range(0, cut, CHUNK_ROWS):
+                yield table.slice(start, CHUNK_ROWS)
+            pending = table.slice(cut).to_batches()
+            size = size - cut
+    if size:
         yield pa.Table.from_batches(pending)
 
 
