@@ -143,6 +143,29 @@ FROM {src}
 GROUP BY call_id
 """
 
+# The same, cheaper when most calls are one row (one attempt): those rows are
+# projected as their own aggregate and only calls of several rows are grouped
+# (twenty aggregate states per call cost most of a first sync's call fold).
+_CALL_PARTS_SPLIT: Final = """
+WITH multi AS (SELECT call_id FROM {src} GROUP BY call_id HAVING count(*) > 1)
+SELECT
+    hash(call_id) AS ckey, call_id, started_at, session_id, actor_id, requested_provider,
+    requested_model,
+    CASE WHEN status = 'ok' THEN provider END AS responding_provider,
+    CASE WHEN status = 'ok' THEN upstream END AS upstream,
+    CAST(attempt >= 1 AS BIGINT) AS attempts,
+    CASE WHEN status = 'ok' THEN attempt END AS max_ok_attempt,
+    status = 'ok' AS any_ok, response_cache_hit,
+    CAST(input_tokens AS BIGINT) AS input_tokens, CAST(output_tokens AS BIGINT) AS output_tokens,
+    CAST(cache_read_tokens AS BIGINT) AS cache_read_tokens,
+    CAST(cache_write_tokens AS BIGINT) AS cache_write_tokens,
+    CAST(cost_usd AS DECIMAL(38, 10)) AS cost_usd, CAST(latency_ms AS DOUBLE) AS latency_ms,
+    session_key IS NOT NULL AS key_sent
+FROM {src} WHERE call_id NOT IN (SELECT call_id FROM multi)
+UNION ALL""" + _CALL_PARTS.replace(
+    "FROM {src}", "FROM {src} WHERE call_id IN (SELECT call_id FROM multi)"
+)
+
 # Merging two aggregates of one call: the same functions over the parts.
 _CALL_MERGE: Final = """
 SELECT
@@ -256,9 +279,11 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
 
 def _fold_calls(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:
     if fresh:
-        con.execute(f"INSERT INTO state_calls {_CALL_PARTS.format(src=src)}")
+        con.execute(f"INSERT INTO state_calls {_CALL_PARTS_SPLIT.format(src=src)}")
         return
-    con.execute(f"CREATE OR REPLACE TEMP TABLE state_new_calls AS {_CALL_PARTS.format(src=src)}")
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE state_new_calls AS {_CALL_PARTS_SPLIT.format(src=src)}"
+    )
     # Calls seen before: a join on the integer key reads one column of the table;
     # only when there are some are their rows read (the string check guards collisions).
     seen = [
@@ -323,7 +348,7 @@ def _fold(
     _fold_calls(con, src, fresh=fresh)
     _fold_rollup(con, src, fresh=fresh)
     _fold_latency(con, src)
-    session_aggregates.fold(con, src, upto=upto)
+    session_aggregates.fold(con, src, upto=upto, fresh=fresh)
     clusters.fold(con, src, fresh=fresh)
 
 

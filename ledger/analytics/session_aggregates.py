@@ -90,8 +90,7 @@ DELETE FROM state_transitions WHERE sid IN (SELECT sid FROM state_disordered);
 """
 # The transitions the rows add: each session's last known served attempt seeds
 # the sequence, so the first new attempt pairs with it.
-_NEW_TRANSITIONS: Final = """
-CREATE OR REPLACE TEMP TABLE state_new_transitions AS
+_TRANSITIONS: Final = """
 WITH seq AS (
     SELECT sid, session_id, actor_id, requested_model, id, started_at, attempt, ident, has_key,
         input_tokens, cache_read_tokens, usage_reported, false AS seed
@@ -128,6 +127,7 @@ SELECT
 FROM paired
 WHERE NOT seed AND previous_started_at IS NOT NULL
 """.replace("{table}", TABLE_NAME)
+_NEW_TRANSITIONS: Final = f"CREATE OR REPLACE TEMP TABLE state_new_transitions AS {_TRANSITIONS}"
 # The rows' aggregate per session, merged with the session's old one if any.
 _MERGED_SESSIONS: Final = """
 INSERT INTO state_sessions
@@ -173,18 +173,39 @@ LEFT JOIN moves AS m USING (sid)
 """
 
 
+def _fold_fresh(con: duckdb.DuckDBPyConnection) -> None:
+    """The transitions and sessions of ``state_rows`` into empty tables: the transitions go
+    straight in (no temporary copy of a million of them), and are what the moves add."""
+    con.execute(_OLD_SESSIONS)  # none: what the queries below merge with
+    con.execute(f"INSERT INTO state_transitions {_TRANSITIONS}")
+    con.execute(_MERGED_SESSIONS.replace("state_new_transitions", "state_transitions"))
+    moves.add(con, "state_transitions")
+    moves.merge(con)
+    for table in ("state_keys", "state_rows", "state_old_sessions"):
+        con.execute(f"DROP TABLE {table}")
+
+
 def fold(
-    con: duckdb.DuckDBPyConnection, src: str, *, upto: int | None = None, rederive: bool = False
+    con: duckdb.DuckDBPyConnection,
+    src: str,
+    *,
+    upto: int | None = None,
+    rederive: bool = False,
+    fresh: bool = False,
 ) -> None:
     """Fold the rows of relation ``src`` into the session state.
 
     ``upto``: the highest id folded so far when the table holds rows not
     folded yet (a rebuild in chunks); None when every row is. ``rederive``:
     recompute every session ``src`` names from the table's rows (``src``
-    then holds old versions of changed or deleted rows too).
+    then holds old versions of changed or deleted rows too). ``fresh``: the
+    session state is empty (a rebuild's first chunk).
     """
     con.execute(_KEYS.format(src=src))
     con.execute(_NEW_SESSION_ROWS.format(src=src))
+    if fresh and not rederive:
+        _fold_fresh(con)
+        return
     con.execute(_OLD_SESSIONS)
     con.execute(_EVERY_KEY if rederive else _DISORDERED)
     disordered = con.execute("SELECT count(*) FROM state_disordered").fetchall()[0][0]

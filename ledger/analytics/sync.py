@@ -65,14 +65,16 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.analytics import aggregates, gaps
+from ledger.analytics import aggregates, gaps, prefetch
 from ledger.analytics.local import insert_sql
 from ledger.analytics.source import Horizon, LedgerSnapshot, LedgerSource
 from ledger.schema import TABLE_NAME
 from ledger.store.engine import display_url
 
-#: Rows per INSERT into DuckDB: fewer, larger statements amortise planning.
-CHUNK_ROWS: Final = 262_144
+#: Rows per INSERT into DuckDB: fewer, larger statements amortise planning, and
+#: whole row groups (122,880 rows) are written to the file as they are inserted,
+#: where a chunk ending mid-group leaves every group to be rewritten at the checkpoint.
+CHUNK_ROWS: Final = 2 * 122_880
 #: Rows a bulk sync copies between two checkpoints (see :func:`_apply_in_steps`).
 CHECKPOINT_ROWS: Final = 2_000_000
 
@@ -131,16 +133,33 @@ def _one(con: duckdb.DuckDBPyConnection, sql: str) -> int:
     return 0 if not rows or rows[0][0] is None else int(rows[0][0])
 
 
+def _without_sentinel(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches less the SQLite read's leading sentinel row (id -1), so that the
+    chunks hold exactly the rows inserted (the INSERT drops it too, for other callers)."""
+    first = True
+    for batch in batches:
+        if first and batch.num_rows and batch.column("id")[0].as_py() < 0:
+            batch = batch.slice(1)
+        first = False
+        if batch.num_rows:
+            yield batch
+
+
 def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """The rows in tables of exactly CHUNK_ROWS (the last one fewer): slices, not copies."""
     pending: list[pa.RecordBatch] = []
     size = 0
-    for batch in batches:
+    for batch in _without_sentinel(batches):
         pending.append(batch)
         size += batch.num_rows
         if size >= CHUNK_ROWS:
-            yield pa.Table.from_batches(pending)
-            pending, size = [], 0
-    if pending:
+            table = pa.Table.from_batches(pending)
+            cut = size - size % CHUNK_ROWS
+            for start in range(0, cut, CHUNK_ROWS):
+                yield table.slice(start, CHUNK_ROWS)
+            pending = table.slice(cut).to_batches()
+            size = size - cut
+    if size:
         yield pa.Table.from_batches(pending)
 
 
@@ -315,6 +334,38 @@ def _apply_in_one_transaction(
     return counts
 
 
+def _copy_in_steps(
+    con: duckdb.DuckDBPyConnection,
+    chunks: Iterator[pa.Table],
+    total: int,
+    progress: ProgressCallback | None,
+) -> int:
+    """Insert the chunks, one transaction and one checkpoint per CHECKPOINT_ROWS; rows inserted.
+
+    A transaction per step rather than per chunk: each commit writes to the WAL,
+    and at a quarter of a million rows a chunk those commits cost as much as the
+    inserts. Memory is bounded by the checkpoints, as before.
+    """
+    copied, more = 0, True
+
+    def step() -> None:
+        nonlocal copied, more
+        read = 0
+        for chunk in chunks:  # resumes where the previous step stopped
+            copied += _insert(con, chunk)
+            read += chunk.num_rows
+            if progress is not None:
+                progress(min(copied, total), total)
+            if read >= CHECKPOINT_ROWS:
+                return
+        more = False
+
+    while more:
+        _in_transaction(con, step)
+        aggregates.checkpoint(con)
+    return copied
+
+
 def _apply_in_steps(
     con: duckdb.DuckDBPyConnection,
     snap: LedgerSnapshot,
@@ -331,9 +382,11 @@ def _apply_in_steps(
     DuckDB holds what a transaction wrote in memory until a checkpoint, so
     copying millions of rows in one transaction peaks at several GiB. Here the
     state is invalidated and the changed rows (every row, for a rebuild)
-    removed first; each chunk of rows commits, a checkpoint follows every
-    CHECKPOINT_ROWS, the state is rebuilt in steps, and the cursor is written
-    last. An interrupted bulk sync is simply run again by the next one.
+    removed first; every CHECKPOINT_ROWS of rows commit and are checkpointed
+    (the next chunk read from the ledger on a thread meanwhile, see
+    :mod:`ledger.analytics.prefetch`), the state is rebuilt in steps, and the
+    cursor is written last. An interrupted bulk sync is simply run again by the
+    next one.
     """
     counts = _Counts()
 
@@ -358,23 +411,8 @@ def _apply_in_steps(
         batches = snap.rows()
     else:
         batches = snap.rows_named(0 if cursor is None else cursor.max_seq, ranges)
-    copied, since_checkpoint = 0, 0
-    for chunk in _chunks(batches):
-        inserted = 0
-
-        def insert(chunk: pa.Table = chunk) -> None:
-            nonlocal inserted
-            inserted = _insert(con, chunk)
-
-        _in_transaction(con, insert)
-        copied += inserted
-        since_checkpoint += chunk.num_rows
-        if since_checkpoint >= CHECKPOINT_ROWS:
-            aggregates.checkpoint(con)
-            since_checkpoint = 0
-        if progress is not None:
-            progress(min(copied, total), total)
-    aggregates.checkpoint(con)
+    with prefetch.prefetched(_chunks(batches)) as chunks:
+        copied = _copy_in_steps(con, chunks, total, progress)
     aggregates.rebuild_in_steps(con)
     seen = snap.all_seqs() if changes is None else changes
 

@@ -19,6 +19,7 @@ from ledger.analytics import (
     Filters,
     analytics_path_for,
 )
+from ledger.analytics import sync as sync_module
 from ledger.store.engine import database_url, make_engine
 from ledger.store.migrate import upgrade
 from tests.analytics.builders import T0, at, insert_rows, open_analytics, served
@@ -219,3 +220,19 @@ def test_a_copy_from_before_migration_0002_is_copied_again_in_the_new_shape(
         hits = analytics.cache_hits()[["calls", "reported_calls", "input_tokens"]].sum()
     assert rows == [[10, True], [3_000_000_000, False]]
     assert hits.tolist() == [2, 1, 10]
+
+
+def test_a_bulk_sync_in_many_chunks_and_steps_copies_every_row_once(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    insert_rows(sqlite_url, [served(i, "A", session_id="s", input_tokens=i) for i in range(23)])
+    monkeypatch.setattr(sync_module, "CHUNK_ROWS", 4)  # the sentinel row must not shift them
+    monkeypatch.setattr(sync_module, "CHECKPOINT_ROWS", 9)
+    with Analytics(sqlite_url, path=tmp_path / "a.duckdb") as analytics:
+        assert analytics.last_sync is not None
+        assert analytics.last_sync.rows_added == 23
+        copied = analytics.sql(
+            "SELECT count(*) AS n, count(DISTINCT id) AS ids, sum(input_tokens) AS tokens "
+            "FROM token_usage"
+        )
+    assert copied.iloc[0].tolist() == [23, 23, sum(range(23))]
