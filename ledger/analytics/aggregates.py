@@ -429,8 +429,8 @@ def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("CHECKPOINT")
 
 
-def _step(con: duckdb.DuckDBPyConnection, work: Callable[[], None]) -> None:
-    """``work`` in a transaction of its own, then a checkpoint."""
+def in_transaction(con: duckdb.DuckDBPyConnection, work: Callable[[], None]) -> None:
+    """``work`` in a DuckDB transaction of its own: all of it, or none."""
     con.execute("BEGIN TRANSACTION")
     try:
         work()
@@ -438,6 +438,11 @@ def _step(con: duckdb.DuckDBPyConnection, work: Callable[[], None]) -> None:
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+def _step(con: duckdb.DuckDBPyConnection, work: Callable[[], None]) -> None:
+    """``work`` in a transaction of its own, then a checkpoint."""
+    in_transaction(con, work)
     checkpoint(con)
 
 

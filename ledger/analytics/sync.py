@@ -192,16 +192,6 @@ def ensure_aggregates(con: duckdb.DuckDBPyConnection) -> bool:
     return True
 
 
-def _in_transaction(con: duckdb.DuckDBPyConnection, work: Callable[[], None]) -> None:
-    con.execute("BEGIN TRANSACTION")
-    try:
-        work()
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-
-
 @dataclass(slots=True)
 class _Counts:
     added: int = 0
@@ -328,7 +318,7 @@ def _apply_in_one_transaction(
             (cursor.gaps_closed, cursor.gaps_expired),
         )
 
-    _in_transaction(con, work)
+    aggregates.in_transaction(con, work)
     if progress is not None:
         progress(counts.added + counts.updated, counts.added + counts.updated)
     return counts
@@ -361,7 +351,7 @@ def _copy_in_steps(
         more = False
 
     while more:
-        _in_transaction(con, step)
+        aggregates.in_transaction(con, step)
         aggregates.checkpoint(con)
     return copied
 
@@ -405,7 +395,7 @@ def _apply_in_steps(
             )
             con.execute("DROP TABLE state_removed_rows")
 
-    _in_transaction(con, start)
+    aggregates.in_transaction(con, start)
     aggregates.checkpoint(con)
     if changes is None:
         batches = snap.rows()
@@ -432,7 +422,7 @@ def _apply_in_steps(
         con.execute("DROP TABLE IF EXISTS sync_ids")
         con.execute("DROP TABLE IF EXISTS sync_removed_ids")
 
-    _in_transaction(con, finish)
+    aggregates.in_transaction(con, finish)
     return counts
 
 
