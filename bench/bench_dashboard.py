@@ -45,7 +45,7 @@ F = Filters()
 # The Analytics calls behind each page's figures (the drill-down's session
 # queries need a session id, so they are timed apart).
 BASELINES: dict[str, list[Callable[[Analytics], Any]]] = {
-    "views/overview.py": [
+    "screens/overview.py": [
         lambda a: a.ledger_options(),
         lambda a: a.overview_totals(F),
         lambda a: a.provider_order_verdict(F),
@@ -56,22 +56,22 @@ BASELINES: dict[str, list[Callable[[Analytics], Any]]] = {
         lambda a: a.timeline(F, bucket_for(queries_span(a))),
         lambda a: a.spend_over_time(F, bucket_for(queries_span(a))),
     ],
-    "views/stickiness.py": [
+    "screens/stickiness.py": [
         lambda a: a.agent_stickiness(F),
         lambda a: a.top_sessions(F),
     ],
-    "views/cache.py": [
+    "screens/cache.py": [
         lambda a: a.cache_hits_by_agent(F),
         lambda a: a.cache_hits(F),
         lambda a: a.cache_decay_by_key(F),
     ],
-    "views/cost.py": [
+    "screens/cost.py": [
         lambda a: a.cost_attribution(F),
         lambda a: a.fallback_cost(F),
         lambda a: a.failed_attempts(F),
         lambda a: a.cost_by_agent(F),
     ],
-    "views/upstreams.py": [
+    "screens/upstreams.py": [
         lambda a: a.upstream_scorecard(F),
         lambda a: a.provider_order_verdict(F),
     ],

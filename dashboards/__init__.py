@@ -1,7 +1,7 @@
 """The Streamlit dashboard over the ledger's analytics (``ledger dashboard``).
 
 ``app.py`` is the router and frame (navigation, sidebar filters, empty and
-error states); ``views/`` holds one script per page. Every number comes from
+error states); ``screens/`` holds one script per page. Every number comes from
 the analytics layer (:class:`~ledger.analytics.Analytics`); nothing here writes
 SQL. The helpers beside them:
 

@@ -2,7 +2,7 @@
 
 It opens the ledger named by ``LEDGER_DATABASE_URL`` (else ``./ledger.db``),
 says what to do when the ledger is missing, old, unreachable or empty, draws
-the shared sidebar filters, then runs the chosen page from ``views/``. Pages
+the shared sidebar filters, then runs the chosen page from ``screens/``. Pages
 get every number through :mod:`dashboards.data`; none of them writes SQL.
 """
 
@@ -42,19 +42,20 @@ from ledger.errors import LedgerError  # noqa: E402
 
 log = logging.getLogger("ledger.dashboard")
 
-# The page scripts live in views/, not pages/: Streamlit treats a pages/ folder beside
+# The page scripts live in screens/, not pages/: Streamlit treats a pages/ folder beside
 # the main script as a legacy (v1) multipage app. While PagesManager.uses_pages_directory
 # is set (from the folder's existence, until the first st.navigation() call of the process;
 # AppTest resets it before every run), the script runner runs its own navigation over
 # app.py and pages/*.py instead of this script, and a page whose URL path is its file
 # name is then run on its own, without this frame: no sidebar filters, stale Filters.
+# (Not views/ either: in this house "views" are the analytics SQL views.)
 PAGES = [
-    st.Page("views/overview.py", title="Overview", icon=":material/dashboard:", default=True),
-    st.Page("views/stickiness.py", title="Stickiness", icon=":material/push_pin:"),
-    st.Page("views/cache.py", title="Cache", icon=":material/cached:"),
-    st.Page("views/cost.py", title="Cost", icon=":material/payments:"),
-    st.Page("views/upstreams.py", title="Upstreams & verdict", icon=":material/gavel:"),
-    st.Page("views/budgets.py", title="Budgets", icon=":material/savings:"),
+    st.Page("screens/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("screens/stickiness.py", title="Stickiness", icon=":material/push_pin:"),
+    st.Page("screens/cache.py", title="Cache", icon=":material/cached:"),
+    st.Page("screens/cost.py", title="Cost", icon=":material/payments:"),
+    st.Page("screens/upstreams.py", title="Upstreams & verdict", icon=":material/gavel:"),
+    st.Page("screens/budgets.py", title="Budgets", icon=":material/savings:"),
 ]
 
 

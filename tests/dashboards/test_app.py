@@ -20,11 +20,11 @@ from ledger.analytics import Analytics, Filters
 from tests.dashboards.conftest import APP
 
 PAGES = [
-    "views/overview.py",
-    "views/stickiness.py",
-    "views/cache.py",
-    "views/cost.py",
-    "views/upstreams.py",
+    "screens/overview.py",
+    "screens/stickiness.py",
+    "screens/cache.py",
+    "screens/cost.py",
+    "screens/upstreams.py",
 ]
 
 
@@ -123,10 +123,10 @@ def expect_cost(a: Analytics, f: Filters) -> dict[str, str]:
 
 
 EXPECTED: dict[str, Callable[[Analytics, Filters], dict[str, str]]] = {
-    "views/overview.py": expect_overview,
-    "views/stickiness.py": expect_stickiness,
-    "views/cache.py": expect_cache,
-    "views/cost.py": expect_cost,
+    "screens/overview.py": expect_overview,
+    "screens/stickiness.py": expect_stickiness,
+    "screens/cache.py": expect_cache,
+    "screens/cost.py": expect_cost,
 }
 
 
@@ -191,7 +191,7 @@ def strip_rows(at: AppTest) -> list[tuple[str, str]]:
     return list(zip(badges, models[: len(badges)], strict=True))
 
 
-@pytest.mark.parametrize("page", ["views/overview.py", "views/upstreams.py"])
+@pytest.mark.parametrize("page", ["screens/overview.py", "screens/upstreams.py"])
 def test_verdict_strip_lists_every_model_warranted_first(
     workload_url: str, tmp_path: Path, page: str
 ) -> None:
@@ -211,7 +211,7 @@ def test_verdict_page_states_each_models_reason_as_plain_text(
 ) -> None:
     with Analytics(workload_url, path=tmp_path / "expected.duckdb") as a:
         verdicts = a.provider_order_verdict()
-    at = open_page("views/upstreams.py")
+    at = open_page("screens/upstreams.py")
     assert_clean(at)
     models = sorted(verdicts["requested_model"])
     assert [h.value for h in at.main.header] == [fmt.plain(m) for m in models]
@@ -231,7 +231,7 @@ def test_drill_down_goes_from_an_agent_to_its_sessions_to_the_attempts(
     """Two picks: an agent row, then one of its sessions; the attempts table is that session's."""
     with Analytics(workload_url, path=tmp_path / "expected.duckdb") as a:
         sessions = a.session_stickiness()
-    at = open_page("views/stickiness.py")
+    at = open_page("screens/stickiness.py")
     assert_clean(at)
     scope = f"{abs(hash(Filters())):x}"  # the page keys its drill-down by the filters
     agent_key = f"drill_agent_{scope}"

@@ -15,7 +15,7 @@ from ledger.budgets.config import ENV_BUDGETS_FILE
 from ledger.budgets.status import budget_status
 from tests.dashboards.conftest import APP
 
-PAGE = "views/budgets.py"
+PAGE = "screens/budgets.py"
 BUDGETS = """
 [budgets.agents_daily]
 kind = "agent_day"

@@ -16,7 +16,7 @@ _t = token_usage.c
 
 
 def test_nothing_reconciled_says_every_cost_is_an_estimate(workload_url: str) -> None:
-    at = open_page("views/cost.py")
+    at = open_page("screens/cost.py")
     assert_clean(at)
     shown = metrics(at)
     assert shown["Rows reconciled"] == "0.0%"
@@ -49,7 +49,7 @@ def test_reconciled_rows_show_coverage_and_the_difference(workload_url: str) -> 
     finally:
         engine.dispose()
     estimate = sum(cost for _, cost in rows)
-    at = open_page("views/cost.py")
+    at = open_page("screens/cost.py")
     assert_clean(at)
     shown = metrics(at)
     assert shown["Rows reconciled"] == f"{100 * 3 / total_rows:.1f}%"

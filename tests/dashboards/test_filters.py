@@ -10,7 +10,7 @@ from ledger.analytics import Analytics, Filters
 from tests.dashboards.test_app import assert_clean, expected, metrics, open_page
 from tests.dashboards.workload import GPT, T0
 
-OVERVIEW, STICKINESS, COST = "views/overview.py", "views/stickiness.py", "views/cost.py"
+OVERVIEW, STICKINESS, COST = "screens/overview.py", "screens/stickiness.py", "screens/cost.py"
 
 
 def test_agent_filter_counts_only_that_agents_calls(workload_url: str, tmp_path: Path) -> None:
@@ -45,7 +45,7 @@ def test_provider_filter_narrows_the_spend(workload_url: str, tmp_path: Path) ->
 
 
 def test_model_filter_keeps_one_model_on_the_verdict_page(workload_url: str) -> None:
-    at = open_page("views/upstreams.py")
+    at = open_page("screens/upstreams.py")
     assert len(at.main.header) == 2
     at.multiselect(key="filter_models").set_value([GPT]).run()
     assert_clean(at)
