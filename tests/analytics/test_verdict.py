@@ -30,6 +30,8 @@ from tests.analytics.builders import failed, insert_rows, open_analytics, served
 
 ROW = {"input_tokens": 1000, "cost_usd": Decimal("0.001")}  # $1 per Mtok input
 CHEAP = {"input_tokens": 1000, "cost_usd": Decimal("0.0002")}  # $0.20 per Mtok input
+DEARER = {"input_tokens": 1000, "cost_usd": Decimal("0.0015")}  # $1.50 per Mtok input
+PRICEY = {"input_tokens": 1000, "cost_usd": Decimal("0.002")}  # $2 per Mtok input
 DAY_MIN = 1440.0
 
 
@@ -96,6 +98,12 @@ def scenario_ledger() -> list[dict[str, Any]]:
         *sessions("unpinned-pricey", "Together", 40, served_per=5),
         *[served(200 + i, "Novita", requested_model="unpinned-pricey", latency_ms=1000.0,
                  input_tokens=1000, cost_usd=Decimal("0.005")) for i in range(100)],
+        # two-worse: Parasail (10 sessions, 1.1 s, $2/Mtok) is judged against the fastest,
+        # Fireworks (10, 0.9 s, $1.50), which is judged against Baseten (40, 1.0 s, $1):
+        # both are dearer within the latency margin, so both are ignored
+        *sessions("two-worse", "Parasail", 10, served_per=5, latency_ms=1100.0, values=PRICEY),
+        *sessions("two-worse", "Fireworks", 10, served_per=5, latency_ms=900.0, values=DEARER),
+        *sessions("two-worse", "Baseten", 40, served_per=5),
         # direct: OpenAI with an Anthropic fallback, not routed by OpenRouter; it spans the day
         *[served(minute, None, **direct, **ROW) for minute in (0.0, 720.0, DAY_MIN)],
         served(10, None, **{**direct, "provider": "anthropic"}, **ROW),
@@ -131,7 +139,8 @@ def test_a_bad_minority_upstream_is_ignored(verdicts: pd.DataFrame) -> None:
     # call: -$0.02 over the day, -$0.60 per 30 days
     assert row.monthly_effect_usd == Decimal("-0.6")
     assert row.headline == (
-        "Ignore Amazon Bedrock: 20.0% errors vs 0.0%, p95 3.0 s vs 1.0 s, on 10% of sessions"
+        "Ignore Amazon Bedrock (vs Anthropic: 20.0% errors vs 0.0%, p95 3.0 s vs 1.0 s), "
+        "on 10% of sessions"
     )
     assert "sticky routing continues" in row.reason and "-$0.60 per 30 days" in row.reason
 
@@ -202,7 +211,26 @@ def test_a_cheap_slightly_slower_upstream_is_kept_and_the_trade_off_stated(
     assert row.cost_change_share == pytest.approx(4.0)
     assert row.monthly_effect_usd == Decimal("2.4")
     assert row.headline == (
-        "Keep routing: leaving DeepInfra (p95 1.4 s vs 1.0 s) would cost +400% on 40% of sessions"
+        "Keep routing: leaving DeepInfra (vs Together: p95 1.4 s vs 1.0 s) would cost +400% "
+        "on 40% of sessions"
     )
     assert "costs more than it saves" in row.reason and "The trade-off" in row.reason
     assert 'provider.sort = "latency"' in row.reason
+
+
+def test_each_ignored_upstream_is_named_with_what_it_was_judged_against(
+    verdicts: pd.DataFrame,
+) -> None:
+    row = verdicts.loc["two-worse"]
+    assert row.verdict == "warranted"
+    assert json.loads(row.recommendation) == {"ignore": ["parasail", "fireworks"]}
+    # Parasail's comparison, Fireworks, is dropped too: the headline must not read as if
+    # $1.50 were where the sessions go
+    assert row.headline == (
+        "Ignore Parasail (vs Fireworks: $2.00 vs $1.50 per Mtok input) and "
+        "Fireworks (vs Baseten: $1.50 vs $1.00 per Mtok input), on 33% of sessions"
+    )
+    assert "the upstreams to ignore hold 33% of the pinned sessions" in row.reason
+    assert "Fireworks is also worse ($1.50 vs $1.00 per Mtok input) than Baseten." in row.reason
+    # their 100 calls ($0.10 + $0.075) move to Baseten at $1/Mtok ($0.10): -$0.075 a day
+    assert row.monthly_effect_usd == Decimal("-2.25")

@@ -263,6 +263,14 @@ worse_set AS (
         list(upstream ORDER BY harm DESC, upstream) AS worse_list,
         list(slug ORDER BY harm DESC, upstream) AS worse_slugs,
         string_agg(upstream, ' and ' ORDER BY harm DESC, upstream) AS worse_names,
+        -- each named with what it was judged against: with two worse upstreams, the
+        -- first one's comparison may be the second, which is being dropped too
+        string_agg(printf('%s (vs %s: %s)', upstream, best_upstream, worse_figures), ' and '
+            ORDER BY harm DESC, upstream) AS worse_detail,
+        -- the ones the speaker's sentence does not cover (it is the first by harm)
+        array_to_string(list_slice(
+            list(printf('%s is also worse (%s) than %s', upstream, worse_figures, best_upstream)
+                ORDER BY harm DESC, upstream), 2, -1), '; ') AS also_worse,
         sum(pinned_share) AS worse_share,
         string_agg(CASE WHEN NOT slug_known THEN upstream END, ', ') AS derived_slugs
     FROM flagged
@@ -375,6 +383,8 @@ projected AS (
         pm.unjudged,
         r.* EXCLUDE (requested_model),
         w.worse_names,
+        w.worse_detail,
+        w.also_worse,
         w.worse_slugs,
         coalesce(w.worse_share, 0) AS worse_share,
         w.derived_slugs,
@@ -513,8 +523,8 @@ explained AS (
         CASE
             WHEN coalesce(switches, 0) + coalesce(idle_releases, 0) = 0 THEN ''
             ELSE printf(
-                ' Stickiness failures in the rows read: %d switches and %d idle releases lost %d cache-read tokens (%s).',
-                switches, idle_releases, tokens_lost,
+                ' Stickiness failures in the rows read: %s switches and %s idle releases lost %s cache-read tokens (%s).',
+                format('{:,}', switches), format('{:,}', idle_releases), format('{:,}', tokens_lost),
                 CASE WHEN switch_unpriced THEN 'unpriced'
                     ELSE printf('$%.4f', switch_cost_usd) END)
         END AS switch_note,
@@ -555,14 +565,13 @@ SELECT
             THEN printf('Not enough data: %s has %d attempts, %d needed to judge',
                 upstream, attempts, CAST(min_samples AS BIGINT))
         WHEN verdict = 'warranted' AND kind = 'ignore'
-            THEN printf('Ignore %s: %s, on %.0f%% of sessions',
-                worse_names, worse_figures, 100 * worse_share)
+            THEN printf('Ignore %s, on %.0f%% of sessions', worse_detail, 100 * worse_share)
         WHEN verdict = 'warranted'
             THEN printf('Order %s first: %s %s, on %.0f%% of sessions',
                 good_upstream, upstream, worse_figures, 100 * worse_share)
         WHEN kind IS NOT NULL
-            THEN printf('Keep routing: leaving %s (%s) would cost %+.0f%% on %.0f%% of sessions',
-                worse_names, worse_figures, 100 * cost_change_share, 100 * worse_share)
+            THEN printf('Keep routing: leaving %s would cost %+.0f%% on %.0f%% of sessions',
+                worse_detail, 100 * cost_change_share, 100 * worse_share)
         WHEN worse_names IS NOT NULL
             THEN printf('Keep routing: %s is worse (%s) but no better upstream has enough data',
                 worse_names, worse_figures)
@@ -589,10 +598,12 @@ SELECT
                 upstream, CAST(min_samples AS BIGINT))
         WHEN verdict = 'warranted' AND kind = 'ignore'
             THEN printf(
-                'Pinned %s is worse (%s) than %s; it holds %.0f%% of the pinned sessions. Send provider %s: sticky routing continues and those sessions move to the other upstreams (errors %.1f%%, %.0f%% cache hits, %s/Mtok input, in proportion to their pinned sessions); %s.',
-                pinned_figures, worse_figures, best_figures, 100 * worse_share, proposal,
-                100 * mix_error_rate, 100 * mix_hit_rate,
+                'Pinned %s is worse (%s) than %s; %s %.0f%% of the pinned sessions. Send provider %s: sticky routing continues and those sessions move to the other upstreams (errors %.1f%%, %.0f%% cache hits, %s/Mtok input, in proportion to their pinned sessions); %s.',
+                pinned_figures, worse_figures, best_figures,
+                CASE WHEN also_worse = '' THEN 'it holds' ELSE 'the upstreams to ignore hold' END,
+                100 * worse_share, proposal, 100 * mix_error_rate, 100 * mix_hit_rate,
                 coalesce(printf('$%.4f', mix_cost_per_mtok), 'unknown cost'), effect_text)
+                || coalesce(' ' || nullif(also_worse, '') || '.', '')
                 || sort_note || switch_note || slug_note || errors_note
         WHEN verdict = 'warranted'
             THEN printf(
