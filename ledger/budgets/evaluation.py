@@ -42,6 +42,12 @@ def usd(amount: Decimal | None) -> str:
     return f"{sign}${abs(amount).quantize(_CENT):,}"
 
 
+def measured_usd(amount: Decimal | None, unknown_cost_rows: int) -> str:
+    """``usd(amount)``, or ``–`` when there was nothing to measure: no turns is not an
+    unknown cost (that needs rows of unknown cost)."""
+    return "–" if amount is None and not unknown_cost_rows else usd(amount)
+
+
 @dataclass(frozen=True, slots=True)
 class Result:
     """One limit of one budget over the window."""
@@ -190,8 +196,9 @@ def _day_result(budget: Budget, frame: pd.DataFrame, policy: str) -> Result:
     unknown_rows = int(frame["unknown_cost_rows"].sum()) if not frame.empty else 0
     limit = budget.limits["limit_usd"]
     if frame.empty:
+        # no row in scope spent anything: $0, not unknown
         reason = f"no spend in the window{_unknown_note(unknown_rows)}"
-        return Result(budget.name, budget.kind, "limit_usd", limit, None, False, reason)
+        return Result(budget.name, budget.kind, "limit_usd", limit, Decimal(0), False, reason)
     worst = frame.sort_values("cost_usd", ascending=False, kind="stable").iloc[0]
     over = int((frame["cost_usd"] > limit).sum())
     actual: Decimal = worst["cost_usd"]

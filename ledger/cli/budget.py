@@ -29,7 +29,7 @@ from ledger.analytics.api import Analytics
 from ledger.analytics.spend import known_agents
 from ledger.budgets.alerts import crossings, headline
 from ledger.budgets.config import BudgetConfig, load_config
-from ledger.budgets.evaluation import CheckReport, evaluate, usd
+from ledger.budgets.evaluation import CheckReport, evaluate, measured_usd, usd
 from ledger.budgets.notify import DEFAULT_RETRIES, Delivery, notify, webhook_host
 from ledger.budgets.status import BudgetStatus, budget_status
 from ledger.cli.report import open_analytics
@@ -103,7 +103,7 @@ def _check_table(report: CheckReport) -> Table:
         table.add_row(
             f"{r.budget} {r.metric}",
             usd(r.limit_usd),
-            usd(r.actual_usd),
+            measured_usd(r.actual_usd, r.unknown_cost_rows),
             "–" if headroom is None else usd(headroom),
             status,
             r.reason,
@@ -264,7 +264,7 @@ def _status_table(lines: list[BudgetStatus], day: dt.date) -> Table:
             f"{s.budget} {s.metric}",
             s.subject or "–",
             usd(s.limit_usd),
-            usd(s.spent_usd),
+            measured_usd(s.spent_usd, s.unknown_cost_rows),
             "–" if s.projected_usd is None else usd(s.projected_usd),
             f"[{style}]{used}[/]" if style else used,
         )

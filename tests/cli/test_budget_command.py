@@ -126,6 +126,25 @@ def test_unknown_cost_rows_are_reported_not_treated_as_free(project: Path, ledge
     assert "unknown cost" in json.loads(strict.stdout)["results"][0]["reason"]
 
 
+def test_a_quiet_window_shows_no_spend_as_zero_and_no_turns_as_nothing_to_measure(
+    project: Path, ledger_url: str
+) -> None:
+    (project / "pyproject.toml").write_text(
+        TURN_BUDGET + '[tool.ledger.budgets.daily]\nkind = "agent_day"\nlimit_usd = 1\n'
+    )
+    insert_rows(ledger_url, turns(["0.05"]))  # on 2025-03-01, outside the window below
+    quiet = ["--since", "2025-03-05", "--until", "2025-03-06"]
+    report = json.loads(run("check", *quiet, "--format", "json").stdout)
+    lines = {line["budget"]: line for line in report["results"]}
+    assert lines["daily"]["actual_usd"] == "0" and lines["daily"]["headroom_usd"] == "1"
+    assert lines["ci_turn"]["actual_usd"] is None  # a mean of no turns, not $0
+    table = run("check", *quiet).stdout
+    (turn_line,) = [line for line in table.splitlines() if "ci_turn" in line]
+    # "unknown" is for rows nobody could price; here there is nothing to measure
+    assert "unknown" not in table and "–" in turn_line
+    assert "no turns in the window" in turn_line
+
+
 def test_bad_configuration_exits_2_naming_file_and_key(project: Path) -> None:
     (project / "pyproject.toml").write_text(TURN_BUDGET.replace("0.02", '"cheap"'))
     result = run("check")
