@@ -102,12 +102,14 @@ def _changed_sqlite(above_seq: int, ranges: Ranges) -> str:
         f"CROSS JOIN {CHANGES_TABLE} AS c "  # CROSS JOIN: the ranges drive
         "WHERE c.seq > json_extract(g.value, '$[0]') AND c.seq < json_extract(g.value, '$[1]')"
     )
-    # SQLite's own writer and triggers log one id per entry (last_id NULL): those
-    # pass through once; a range entry is expanded by the recursive step.
+    # SQLite's own writer and triggers log one id per entry (last_id NULL): every
+    # entry's first id is read as is, and only a range's further ids go through the
+    # recursive step (sending every entry through it cost ~0.8 us each; this, 0.2).
     return (
-        "WITH RECURSIVE ch(seq, row_id, last_id) AS ("  # noqa: S608
-        f"{entries} UNION ALL SELECT seq, row_id + 1, last_id FROM ch WHERE row_id < last_id) "
-        "SELECT seq, row_id FROM ch"
+        "WITH RECURSIVE more(seq, row_id, last_id) AS ("  # noqa: S608
+        f"SELECT seq, row_id + 1, last_id FROM ({entries}) WHERE last_id > row_id "
+        "UNION ALL SELECT seq, row_id + 1, last_id FROM more WHERE row_id < last_id) "
+        f"SELECT seq, row_id FROM ({entries}) UNION ALL SELECT seq, row_id FROM more"
     )
 
 
