@@ -66,6 +66,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import itertools
+import operator
 from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
@@ -87,7 +88,7 @@ _MAX_ID = f"SELECT coalesce(max(id), 0) FROM {TABLE_NAME}"
 _LOG_ABOVE = (
     f"INSERT INTO {CHANGES_TABLE} (row_id) SELECT id FROM {TABLE_NAME} WHERE id > ? ORDER BY id"
 )
-_STARTED_AT = EVENT_COLUMNS.index(PARTITION_KEY)
+_started_at = operator.itemgetter(EVENT_COLUMNS.index(PARTITION_KEY))
 
 #: Set to ``on`` for its own transaction by the PostgreSQL writer, which logs its
 #: batches itself: the insert trigger's ``WHEN`` (migration 0007) then skips them.
@@ -239,9 +240,17 @@ class PostgresSink:
         # batch in the default, so the batch's months are checked every time.
         if self._months is None:
             return
-        # Distinct "YYYY-MM" prefixes first: parsing each row's would cost the
-        # writer's thread (which shares the GIL with record()) ~0.3 us a row.
-        wanted = {partitions.month_of_wire(p) for p in {row[_STARTED_AT][:7] for row in rows}}
+        # The months from the batch's first to its last (the wire text sorts in time
+        # order): two passes in C. Parsing each row's month would cost the writer's
+        # thread (which shares the GIL with record()) ~0.3 us a row, collecting the
+        # distinct ones ~0.15. A month between them without a row costs an empty table.
+        started = list(map(_started_at, rows))
+        first, last = min(started), max(started)
+        wanted = set(
+            partitions.months_between(
+                partitions.month_of_wire(first), partitions.month_of_wire(last)
+            )
+        )
         wanted.update(partitions.ahead(dt.datetime.now(dt.UTC)))
         if wanted <= self._months:
             return
@@ -277,7 +286,7 @@ class PostgresSink:
         ids = itertools.chain.from_iterable(range(lo, hi + 1) for lo, hi in runs)
         with conn.cursor() as cur, cur.copy(self._with_ids_sql) as copy:
             for row_id, row in zip(ids, rows, strict=True):
-                copy.write_row((row_id, *row))
+                copy.write_row((row_id,) + row)  # noqa: RUF005 (half the cost of unpacking)
         conn.execute(_PG_LOG_RUNS, ([lo for lo, _ in runs], [hi for _, hi in runs]))
         return len(rows)
 
