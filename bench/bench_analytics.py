@@ -22,7 +22,7 @@ own): the same rows bulk-loaded, then syncs while ``--gaps`` change-log gaps
 stay open (transactions still running hold the xmin horizon; each round one
 of them commits its late row) with the median of a sync with nothing new
 (target <= 0.2 s at 1M rows) and of a sync of one late row (target <= 0.5 s);
-then the ledger's writer with its change-log triggers enabled and disabled,
+then the ledger's writer with its change log on and off (bench_pg_changelog.py: CPU too),
 medians of interleaved rounds (target: <= 10 % fewer rows/s).
 
 ``--writer-only``: the SQLite writer into a ledger with its change log and into

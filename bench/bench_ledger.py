@@ -34,6 +34,7 @@ executemany (SQLite) and of COPY (PostgreSQL).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import gc
 import os
@@ -45,6 +46,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -57,7 +59,7 @@ from ledger.schema import EVENT_COLUMNS, token_usage
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger
 from ledger.store.migrate import upgrade
-from ledger.store.sink import make_sink
+from ledger.store.sink import SINK_LOGS_SETTING, make_sink
 
 BATCH = 5_000
 
@@ -235,7 +237,30 @@ def _without_log(url: str) -> str:
     return url
 
 
-def _end_to_end(url: str | URL, journal: Path, events: list[UsageEvent]) -> float:
+class CPU:
+    """CPU seconds spent between :meth:`start` and :meth:`stop`: this process's (every
+    thread), the calling thread's, and the server's (``server()``: backends' CPU)."""
+
+    def __init__(self, server: Callable[[], float] | None = None) -> None:
+        self._server = server
+        self.process = self.thread = self.backend = 0.0
+
+    def start(self) -> None:
+        self._at = (time.process_time(), time.thread_time(), self._server_now())
+
+    def stop(self) -> None:
+        process, thread, backend = self._at
+        self.process += time.process_time() - process
+        self.thread += time.thread_time() - thread
+        self.backend += self._server_now() - backend
+
+    def _server_now(self) -> float:
+        return self._server() if self._server is not None else 0.0
+
+
+def _end_to_end(
+    url: str | URL, journal: Path, events: list[UsageEvent], cpu: CPU | None = None
+) -> float:
     """Seconds to record() every event and flush them into the database.
 
     The ledger records and flushes one other event first, so its one-off start
@@ -245,10 +270,13 @@ def _end_to_end(url: str | URL, journal: Path, events: list[UsageEvent]) -> floa
     led = Ledger(url, journal_dir=journal)
     led.record(make_events(1, start=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))[0])
     assert led.flush(timeout=600)
+    cpu = cpu or CPU()
     t0 = time.perf_counter()
+    cpu.start()
     for e in events:
         led.record(e)
     assert led.flush(timeout=600)
+    cpu.stop()
     seconds = time.perf_counter() - t0
     led.close()
     return seconds
@@ -349,17 +377,25 @@ def bench_sqlite(tmp: Path, events: list[UsageEvent], rounds: int) -> None:
     )
 
 
-def _copy_raw(url: URL, rows: list[tuple[object, ...]]) -> float:
-    """Seconds for one plain COPY of ``rows`` into token_usage, committed (the physical limit)."""
+def _copy_raw(url: URL, rows: list[tuple[object, ...]], cpu: CPU) -> float:
+    """Seconds for one plain COPY of ``rows`` into token_usage, committed (the physical limit).
+
+    Same table and trigger state as the writer's: the change log's insert trigger
+    is skipped as for the writer's batches (``SINK_LOGS_SETTING``), but nothing
+    logs the rows, where the writer adds one range entry per batch.
+    """
     names = ", ".join(EVENT_COLUMNS)
     plain = url.set(drivername="postgresql").render_as_string(hide_password=False)
     with psycopg.connect(plain) as conn:
         conn.execute("SET TIME ZONE 'UTC'")
         t0 = time.perf_counter()
+        cpu.start()
+        conn.execute("SELECT set_config(%s, 'on', true)", (SINK_LOGS_SETTING,))
         with conn.cursor() as cur, cur.copy(f"COPY token_usage ({names}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
         conn.commit()
+        cpu.stop()
         return time.perf_counter() - t0
 
 
@@ -375,13 +411,29 @@ def bench_postgres(tmp: Path, events: list[UsageEvent], pg: str, rounds: int) ->
         engine = make_engine(url)
         upgrade(engine)
         seen: dict[str, list[float]] = {}
+        tick = os.sysconf("SC_CLK_TCK")
+
+        def server_cpu() -> float:
+            """CPU seconds of the bench database's backends (the server runs on this machine)."""
+            with psycopg.connect(admin, autocommit=True) as c:
+                pids = c.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = %s", (name,)
+                ).fetchall()
+            total = 0.0
+            for (pid,) in pids:
+                with contextlib.suppress(FileNotFoundError):
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    total += (int(fields[11]) + int(fields[12])) / tick
+            return total
+
+        cpus = {"copy": CPU(server_cpu), "e2e": CPU(server_cpu)}
 
         def empty() -> None:
             with engine.begin() as c:
                 c.exec_driver_sql("TRUNCATE token_usage, ledger_changes")
 
         def copy(r: int) -> None:
-            seen.setdefault("copy", []).append(n / _copy_raw(url, rows))
+            seen.setdefault("copy", []).append(n / _copy_raw(url, rows, cpus["copy"]))
 
         def sink(r: int) -> None:
             writer = make_sink(engine)
@@ -392,7 +444,7 @@ def bench_postgres(tmp: Path, events: list[UsageEvent], pg: str, rounds: int) ->
             writer.close()
 
         def e2e(r: int) -> None:
-            seconds = _end_to_end(url, tmp / f"pg{r}.journal", events)
+            seconds = _end_to_end(url, tmp / f"pg{r}.journal", events, cpus["e2e"])
             seen.setdefault("e2e", []).append(n / seconds)
 
         methods = [copy, sink, e2e]
@@ -409,8 +461,9 @@ def bench_postgres(tmp: Path, events: list[UsageEvent], pg: str, rounds: int) ->
         engine.dispose()
         best = {label: statistics.median(values) for label, values in seen.items()}
         print(
-            f"\nPostgreSQL, {n:,} rows (synchronous_commit on, the change log's statement "
-            f"triggers on; median of {rounds} interleaved rounds):"
+            f"\nPostgreSQL, {n:,} rows (synchronous_commit on, the ledger at head: the "
+            f"writer logs range entries; median of {rounds} interleaved rounds; load "
+            f"{os.getloadavg()[0]:.2f}):"
         )
         print(f"  baseline one plain COPY, one txn         {best['copy']:>10,.0f} rows/s")
         print(
@@ -424,6 +477,17 @@ def bench_postgres(tmp: Path, events: list[UsageEvent], pg: str, rounds: int) ->
         print(
             f"  SQLAlchemy Core executemany (insertmanyvalues, one pass)  {rate(len(params), core)}"
         )
+        # CPU per row (sums over the rounds): on a loaded machine these hold still
+        # where the rows/s swing; the ratio of the totals is what a busy host sees.
+        us = 1e6 / (rounds * n)
+        for label, key in (("plain COPY", "copy"), ("record() + flush", "e2e")):
+            c = cpus[key]
+            print(
+                f"  CPU/row {label:<17} client {c.process * us:5.2f} us "
+                f"(calling thread {c.thread * us:5.2f}), server {c.backend * us:5.2f} us"
+            )
+        total = {k: c.process + c.backend for k, c in cpus.items()}
+        print(f"  CPU ratio COPY / record() + flush: {total['copy'] / total['e2e']:4.0%}")
     finally:
         with psycopg.connect(admin, autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

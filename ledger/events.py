@@ -265,6 +265,10 @@ def _cost(value: Any) -> str | None:
 def _tags(value: Any) -> str | None:
     if value is None:
         return None
+    if _flat_labels(value):
+        text = _encode_plain(value)  # the usual tags: JSON as _encode_tags writes it
+        if len(text) <= MAX_TAGS_BYTES:
+            return text
     if not isinstance(value, dict):
         raise _fail("tags", value, "expected a dict of JSON-serialisable labels or None")
     try:
@@ -325,6 +329,21 @@ def _encoder_for_plain_values() -> Callable[[Any], str]:
 
 
 _encode_plain: Final = _encoder_for_plain_values()
+
+
+_LABEL_TYPES: Final = frozenset({str, int, bool, type(None)})
+_STR: Final = frozenset({str})
+
+
+def _flat_labels(value: Any) -> bool:
+    """``value`` is a dict of str keys and str, int, bool or None values (the usual
+    tags): :func:`_encode_plain` encodes it exactly as ``_encode_tags`` (no float, so
+    no NaN to refuse; no container, so no cycle; an int of any size is JSON)."""
+    return (
+        type(value) is dict
+        and _STR.issuperset(map(type, value))
+        and _LABEL_TYPES.issuperset(map(type, value.values()))
+    )
 
 
 def _plain_details(value: Any) -> bool:

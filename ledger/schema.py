@@ -202,15 +202,20 @@ token_usage = Table(
 
 CHANGES_TABLE: Final = "ledger_changes"
 
-#: The change log: one row per inserted, updated or deleted ``token_usage`` row,
-#: written by triggers (migration 0003) in the writing transaction. ``seq`` is
-#: the log's own order; readers find what changed since they last looked (see
-#: :mod:`ledger.analytics.changes`).
+#: The change log: entries naming the inserted, updated or deleted ``token_usage``
+#: rows, written in the writing transaction by triggers (migrations 0003, 0007) or
+#: by the writer for its own batches (:mod:`ledger.store.sink`). An entry names the
+#: ids ``row_id`` to ``coalesce(last_id, row_id)``, every one of them changed (an id
+#: in the range without a row is a row that is not there, as after a delete):
+#: triggers write one id per entry, the PostgreSQL writer one range per run of
+#: consecutive ids in a batch. ``seq`` is the log's own order; readers find what
+#: changed since they last looked (see :mod:`ledger.analytics.sync`).
 ledger_changes = Table(
     CHANGES_TABLE,
     metadata,
     Column("seq", _BigIntId, primary_key=True, autoincrement=True),
     Column("row_id", BigInteger, nullable=False),
+    Column("last_id", BigInteger),
     # No AUTOINCREMENT: SQLite's rowid is max + 1, and nothing deletes the
     # log's newest entries, so a seq is never handed out twice; AUTOINCREMENT
     # would write sqlite_sequence on every logged row.

@@ -157,13 +157,17 @@ def update(
     ``xmin``: the bound of the snapshot it read in; ``xid_bound()``: an xid above
     every writer of a seq up to ``new_max``, asked only if a new gap opens.
     """
-    seqs = seen.column("seq")
+    # Distinct: a range entry comes once per id it names (ledger.analytics.source),
+    # and the count below must count seqs.
+    seqs = pc.unique(seen.column("seq"))
     above = pc.greater(seqs, old_max)
     if (pc.sum(above).as_py() or 0) == new_max - old_max:
         # The new region is contiguous (the usual case, and a first sync of a
         # ledger without rollbacks): only the seqs inside old gaps matter.
         seen = pa.table({"seq": pc.filter(seqs, pc.invert(above))})
         new_max = old_max
+    else:
+        seen = pa.table({"seq": seqs})
     xmax = xid_bound() if new_max > old_max else 0
     con.register("gaps_seen", seen.select(["seq"]))
     try:

@@ -2,12 +2,16 @@
 
 Change tracking
 ---------------
-Triggers (migration 0003) append the id of every inserted, updated or deleted
-``token_usage`` row to ``ledger_changes`` inside the writing transaction
-(on SQLite the ledger's writer logs its own batches in one statement, with the
-same effect: see :mod:`ledger.store.sink`); ``seq`` numbers that log. Each
-sync reads, in one snapshot of the ledger (REPEATABLE READ on PostgreSQL, one
-read transaction on SQLite):
+Triggers (migrations 0003, 0007) append the id of every inserted, updated or
+deleted ``token_usage`` row to ``ledger_changes`` inside the writing
+transaction; the ledger's own writer logs its batches itself, in the same
+transaction and with the same effect (see :mod:`ledger.store.sink`): on
+SQLite one entry per row, on PostgreSQL one *range* entry per run of
+consecutive ids (``row_id``..``last_id``), after its rows are written. ``seq``
+numbers that log; the reads expand a range into one ``(seq, row_id)`` per id
+(:mod:`ledger.analytics.source`), so the gap bookkeeping counts distinct seqs.
+Each sync reads, in one snapshot of the ledger (REPEATABLE READ on PostgreSQL,
+one read transaction on SQLite):
 
 * the changes above ``max_seq``, the highest seq it has seen, and the
   changes inside its open *gaps*, seqs below that it has not seen
@@ -25,9 +29,10 @@ Why the gaps close exactly. On PostgreSQL ``seq`` comes from a sequence, taken
 before commit: a seq can turn visible after higher ones (a late commit) or
 never (a rollback). Every seq at or below the highest one a snapshot sees was
 taken before that snapshot, by a transaction that already had its xid (the
-trigger runs after the row is written). When a sync opens a gap it asks for a
-new xid after its snapshot (:meth:`~ledger.analytics.source.LedgerSnapshot.xid_bound`),
-so every such transaction is below it; the gap remembers it (``final_xmax``).
+trigger runs after the row is written, the writer logs after its COPY). When a
+sync opens a gap it asks for a new xid after its snapshot
+(:meth:`~ledger.analytics.source.LedgerSnapshot.xid_bound`), so every such
+transaction is below it; the gap remembers it (``final_xmax``).
 Once a later snapshot's ``xmin`` reaches it, every such transaction has ended,
 that sync reads the gap one last time and closes it. (The snapshot's own
 ``xmax`` is no such bound: it is the latest *completed* xid + 1, and a writer

@@ -27,7 +27,22 @@ tuples straight to the DBAPI connection that SQLAlchemy's pool gives us:
   that table's affinities as a direct insert's would; one INSERT … SELECT also
   costs less than one statement per row.
 * PostgreSQL: ``COPY`` straight into ``token_usage``, which streams the batch
-  in one round trip at the server's bulk-load speed. A batch holding an event
+  in one round trip at the server's bulk-load speed, and the writer logs the
+  batch in the change log itself: one statement reserves the batch's ids from
+  ``token_usage``'s sequence (``nextval`` once per row, as the column default
+  would) and sets the transaction-local ``ledger.sink_logs`` so the row-level
+  insert trigger (migration 0007) skips the batch; ``COPY`` writes the rows with
+  those ids; one ``INSERT`` logs each run of consecutive ids as one range entry
+  (``row_id``..``last_id``; one run unless another writer took ids in between),
+  after the rows, so the transaction holds its xid before it takes a ``seq``
+  (the analytics gap bound relies on it: ledger.analytics.sync). Why not a
+  trigger: an insert trigger with a transition table on a partitioned table
+  makes COPY insert row by row (PostgreSQL's copyfrom.c), and one log row per
+  data row costs ~1 us a row whatever writes it; the two together took 17 % of
+  the writer's rows/s, the range entries about nothing
+  (bench/bench_pg_changelog.py). A ledger without the range column (before
+  migration 0007) or without an id sequence gets a plain COPY and its triggers.
+  A batch holding an event
   stored already (a replay after a crash, ``ledger replay``) fails that COPY on
   the unique key as a whole; it is rolled back and the batch takes the
   idempotent path: ``COPY`` into a session temp table, then one
@@ -36,7 +51,8 @@ tuples straight to the DBAPI connection that SQLAlchemy's pool gives us:
   target because the unique key is ``event_id`` on a plain table and
   ``(event_id, started_at)`` on a partitioned one (see
   ``ledger.schema.partitioned_token_usage``); ``id`` comes from a sequence, so
-  that key is the only one a row can collide on. On a partitioned table the
+  that key is the only one a row can collide on; the idempotent path, rare,
+  is logged by the insert trigger, one entry per new row. On a partitioned table the
   sink first creates the partitions of the batch's months, and of this month
   and the next ones (see ledger.store.partitions).
 
@@ -49,8 +65,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
+import operator
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from psycopg import sql as pgsql
 from psycopg.errors import UniqueViolation
@@ -70,7 +88,29 @@ _MAX_ID = f"SELECT coalesce(max(id), 0) FROM {TABLE_NAME}"
 _LOG_ABOVE = (
     f"INSERT INTO {CHANGES_TABLE} (row_id) SELECT id FROM {TABLE_NAME} WHERE id > ? ORDER BY id"
 )
-_STARTED_AT = EVENT_COLUMNS.index(PARTITION_KEY)
+_started_at = operator.itemgetter(EVENT_COLUMNS.index(PARTITION_KEY))
+
+#: Set to ``on`` for its own transaction by the PostgreSQL writer, which logs its
+#: batches itself: the insert trigger's ``WHEN`` (migration 0007) then skips them.
+SINK_LOGS_SETTING: Final = "ledger.sink_logs"
+# What the PostgreSQL writer needs to log its batches: an id sequence, and range entries.
+_PG_SELF_LOG = (
+    f"SELECT pg_get_serial_sequence('{TABLE_NAME}', 'id'), EXISTS (SELECT 1 FROM pg_attribute "
+    f"WHERE attrelid = to_regclass('{CHANGES_TABLE}') AND attname = 'last_id' "
+    "AND NOT attisdropped)"
+)
+# The batch's ids, as runs of consecutive ones (lo, hi), in one round trip; and the
+# flag the insert trigger reads (a FROM item: evaluated once, before the rows).
+_PG_RESERVE = (
+    "SELECT min(id), max(id) FROM (SELECT id, id - row_number() OVER (ORDER BY id) AS run "
+    "FROM (SELECT nextval(%s::regclass) AS id FROM generate_series(1, %s)) AS ids, "
+    f"set_config('{SINK_LOGS_SETTING}', 'on', true) AS flag) AS numbered "
+    "GROUP BY run ORDER BY 1"
+)
+_PG_LOG_RUNS = (
+    f"INSERT INTO {CHANGES_TABLE} (row_id, last_id) "
+    "SELECT lo, nullif(hi, lo) FROM unnest(%s::bigint[], %s::bigint[]) AS r(lo, hi)"
+)
 
 
 class Sink(Protocol):
@@ -174,7 +214,11 @@ class PostgresSink:
         ).format(stage_id, names, table_id)
         self._copy_sql = pgsql.SQL("COPY {} ({}) FROM STDIN").format(stage_id, names)
         self._direct_sql = pgsql.SQL("COPY {} ({}) FROM STDIN").format(table_id, names)
+        with_id = pgsql.SQL(", ").join(map(pgsql.Identifier, ("id", *EVENT_COLUMNS)))
+        self._with_ids_sql = pgsql.SQL("COPY {} ({}) FROM STDIN").format(table_id, with_id)
         self._conn: Any = None
+        #: token_usage's id sequence when the writer logs its own batches (else None).
+        self._sequence: str | None = None
         #: Months with a partition, or None when the table is not partitioned.
         self._months: set[partitions.Month] | None = None
 
@@ -185,6 +229,8 @@ class PostgresSink:
         conn.execute("SET TIME ZONE 'UTC'")
         conn.execute(self._create_sql)
         self._months = partitions.months(conn) if partitions.is_partitioned(conn) else None
+        sequence, ranges = conn.execute(_PG_SELF_LOG).fetchone()
+        self._sequence = sequence if sequence is not None and ranges else None
         conn.commit()
         return raw
 
@@ -194,9 +240,17 @@ class PostgresSink:
         # batch in the default, so the batch's months are checked every time.
         if self._months is None:
             return
-        # Distinct "YYYY-MM" prefixes first: parsing each row's would cost the
-        # writer's thread (which shares the GIL with record()) ~0.3 us a row.
-        wanted = {partitions.month_of_wire(p) for p in {row[_STARTED_AT][:7] for row in rows}}
+        # The months from the batch's first to its last (the wire text sorts in time
+        # order): two passes in C. Parsing each row's month would cost the writer's
+        # thread (which shares the GIL with record()) ~0.3 us a row, collecting the
+        # distinct ones ~0.15. A month between them without a row costs an empty table.
+        started = list(map(_started_at, rows))
+        first, last = min(started), max(started)
+        wanted = set(
+            partitions.months_between(
+                partitions.month_of_wire(first), partitions.month_of_wire(last)
+            )
+        )
         wanted.update(partitions.ahead(dt.datetime.now(dt.UTC)))
         if wanted <= self._months:
             return
@@ -210,7 +264,10 @@ class PostgresSink:
         try:
             self._ensure_partitions(conn, rows)
             try:
-                inserted = self._copy(conn, self._direct_sql, rows)
+                if self._sequence is None:
+                    inserted = self._copy(conn, self._direct_sql, rows)
+                else:
+                    inserted = self._copy_logged(conn, self._sequence, rows)
             except UniqueViolation:
                 conn.rollback()  # some were stored already: the idempotent path
                 with conn.cursor() as cur:
@@ -222,6 +279,16 @@ class PostgresSink:
             self.close()
             raise
         return int(inserted)
+
+    def _copy_logged(self, conn: Any, sequence: str, rows: Sequence[Row]) -> int:
+        """COPY ``rows`` under ids reserved for them, and log them as range entries."""
+        runs = conn.execute(_PG_RESERVE, (sequence, len(rows))).fetchall()
+        ids = itertools.chain.from_iterable(range(lo, hi + 1) for lo, hi in runs)
+        with conn.cursor() as cur, cur.copy(self._with_ids_sql) as copy:
+            for row_id, row in zip(ids, rows, strict=True):
+                copy.write_row((row_id,) + row)  # noqa: RUF005 (half the cost of unpacking)
+        conn.execute(_PG_LOG_RUNS, ([lo for lo, _ in runs], [hi for _, hi in runs]))
+        return len(rows)
 
     @staticmethod
     def _copy(conn: Any, statement: pgsql.Composable, rows: Sequence[Row]) -> int:

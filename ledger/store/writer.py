@@ -193,7 +193,12 @@ class Writer:
         self._thread.start()
 
     def wake(self) -> None:
-        self._wake.set()
+        # record() calls this on every event while a batch's worth waits (the writer
+        # busy with the previous one): setting a set Event takes its Condition's lock
+        # and notifies, ~1 us a call; reading the flag costs next to nothing. A wake
+        # seen set is one the writer has not cleared yet: it takes this row with the rest.
+        if not self._wake.is_set():
+            self._wake.set()
 
     def wait_handled(self, target: int, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -11,6 +11,7 @@ one a fresh full sync gives.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import random
 import subprocess
@@ -29,9 +30,11 @@ from sqlalchemy import Connection, delete, func, insert, select, text, update
 from sqlalchemy.engine import Engine
 
 from ledger.analytics import VIEW_NAMES, Analytics
+from ledger.events import UsageEvent, to_row
 from ledger.schema import token_usage
 from ledger.store.engine import make_engine
-from tests.analytics.builders import served
+from ledger.store.sink import PostgresSink, Row
+from tests.analytics.builders import T0, served
 from tests.analytics.test_incremental import assert_same_frames, assert_views_match_rows
 
 pytestmark = pytest.mark.postgres
@@ -437,3 +440,142 @@ def test_verify_while_a_writer_commits_finds_no_difference(
         finally:
             stop.set()
             writer.join(timeout=60)
+
+
+# The ledger's own writer (PostgresSink) logs each batch as range entries of the ids
+# it reserved (ledger.store.sink); the tests above write with plain INSERTs, which
+# the row trigger logs one by one.
+
+
+def wire_rows(rng: random.Random, n: int, actor: str) -> list[Row]:
+    """``n`` attempts as the writer receives them (wire rows), spread over ten hours."""
+    return [
+        to_row(
+            UsageEvent(
+                started_at=T0 + dt.timedelta(minutes=rng.uniform(0, 600)),
+                requested_provider="openrouter",
+                requested_model=rng.choice(["m", "n"]),
+                provider="openrouter",
+                status="ok",
+                upstream=rng.choice("ABC"),
+                session_id=f"s{rng.randrange(5)}",
+                actor_id=actor,
+                cost_usd=Decimal(rng.randrange(1, 1000)) / Decimal(10**6),
+                input_tokens=rng.randrange(1000),
+                latency_ms=100.0,
+            )
+        )
+        for _ in range(n)
+    ]
+
+
+@contextmanager
+def ids_cached_per_session(engine: Engine, cache: int) -> Iterator[None]:
+    """Each session takes ids from token_usage's sequence in blocks of ``cache``: two
+    writers' reserved ids then interleave, and a batch's ids come in several runs."""
+    with engine.begin() as conn:
+        sequence = conn.execute(text("SELECT pg_get_serial_sequence('token_usage', 'id')"))
+        name = sequence.scalar_one()
+        conn.execute(text(f"ALTER SEQUENCE {name} CACHE {cache}"))
+    try:
+        yield
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text(f"ALTER SEQUENCE {name} CACHE 1"))
+
+
+def log_entries(engine: Engine, above: int) -> list[tuple[int, int | None]]:
+    with engine.connect() as conn:
+        found = conn.execute(
+            text("SELECT row_id, last_id FROM ledger_changes WHERE seq > :s ORDER BY seq"),
+            {"s": above},
+        )
+        return [(int(a), None if b is None else int(b)) for a, b in found]
+
+
+def max_seq(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(
+            conn.execute(text("SELECT coalesce(max(seq), 0) FROM ledger_changes")).scalar_one()
+        )
+
+
+def test_the_writers_batches_and_anyone_elses_inserts_reach_the_copy(
+    engine: Engine, pg_url: str, tmp_path: Path
+) -> None:
+    rng = random.Random(22)
+    sink = PostgresSink(engine)
+    try:
+        sink.insert(wire_rows(rng, 300, "w"))
+        with Analytics(pg_url, path=tmp_path / "a.duckdb") as analytics:
+            assert analytics.refresh().rows_total == 300
+            start = max_seq(engine)
+            sink.insert(wire_rows(rng, 200, "w"))
+            (by_hand,) = commit_now(engine, [served(5, "B", **S)])  # a plain INSERT, no flag
+            # the batch is one range entry, the plain insert one entry of its own
+            entries = log_entries(engine, start)
+            assert len(entries) == 2 and entries[-1] == (by_hand, None)
+            assert entries[0][1] is not None and entries[0][1] - entries[0][0] == 199
+            result = analytics.refresh()
+            assert (result.rows_added, result.rows_total) == (201, 501)
+            assert by_hand in set(analytics.sql("SELECT id FROM token_usage").id)
+            assert_exact(analytics, engine, tmp_path)
+    finally:
+        sink.close()
+
+
+def _sink_writer(engine: Engine, seed: int, batches: int, errors: list[BaseException]) -> None:
+    rng = random.Random(seed)
+    sink = PostgresSink(engine)
+    try:
+        for _ in range(batches):
+            sink.insert(wire_rows(rng, rng.randrange(1, 400), f"w{seed}"))
+    except BaseException as exc:  # reported by the test, not lost in a thread
+        errors.append(exc)
+    finally:
+        sink.close()
+
+
+def test_concurrent_writers_whose_reserved_ids_interleave_sync_exactly(
+    engine: Engine, pg_url: str, tmp_path: Path
+) -> None:
+    rng = random.Random(2026)
+    start = max_seq(engine)
+    with (
+        ids_cached_per_session(engine, 7),
+        Analytics(pg_url, path=tmp_path / "a.duckdb") as analytics,
+    ):
+        # Two writers in turn: each batch takes the ids of its session's blocks, so
+        # its runs interleave with the other writer's.
+        sinks = [PostgresSink(engine) for _ in range(2)]
+        try:
+            for _ in range(5):
+                for w, sink in enumerate(sinks):
+                    sink.insert(wire_rows(rng, rng.randrange(1, 60), f"turn{w}"))
+                analytics.refresh()
+                assert_views_match_rows(analytics)
+        finally:
+            for sink in sinks:
+                sink.close()
+        entries = log_entries(engine, start)
+        assert len(entries) > 10  # more entries than batches: the ids did interleave
+        assert any(last is not None for _, last in entries)  # and runs are ranges
+        # Then three at once, committing in whatever order, synced meanwhile.
+        errors: list[BaseException] = []
+        writers = [
+            threading.Thread(target=_sink_writer, args=(engine, 100 + w, 8, errors))
+            for w in range(3)
+        ]
+        for thread in writers:
+            thread.start()
+        deadline = time.monotonic() + 120
+        while any(t.is_alive() for t in writers) and time.monotonic() < deadline:
+            analytics.refresh()
+            time.sleep(0.01)
+        for thread in writers:
+            thread.join(timeout=60)
+        assert not errors, errors
+        analytics.refresh()
+        assert_gaps_close(analytics)
+        assert analytics.refresh().up_to_date_already
+        assert_exact(analytics, engine, tmp_path)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from sqlalchemy import text
 
 from ledger.analytics import (
     Analytics,
@@ -81,6 +82,44 @@ def test_a_row_committed_late_below_the_last_id_is_picked_up(
         insert_rows(ledger_url, [served(2, "B", id=5)])
         assert analytics.refresh().rows_added == 1
         assert list(analytics.sql("SELECT id FROM token_usage ORDER BY id").id) == [1, 5, 10]
+
+
+def _repriced_and_logged_as_one_range(url: str, lo: int, hi: int) -> None:
+    """Reprice rows ``lo``..``hi`` and log it as one range entry, as the PostgreSQL
+    writer logs its batches (its own row triggers held off for the change)."""
+    engine = make_engine(url)
+    reprice = text("UPDATE token_usage SET cost_usd = 9 WHERE id BETWEEN :lo AND :hi")
+    log = text("INSERT INTO ledger_changes (row_id, last_id) VALUES (:lo, :hi)")
+    try:
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.execute(text("ALTER TABLE token_usage DISABLE TRIGGER token_usage_log_update"))
+            else:
+                trigger = conn.execute(
+                    text("SELECT sql FROM sqlite_master WHERE name = 'token_usage_log_update'")
+                ).scalar_one()
+                conn.execute(text("DROP TRIGGER token_usage_log_update"))
+            conn.execute(reprice, {"lo": lo, "hi": hi})
+            conn.execute(log, {"lo": lo, "hi": hi})
+            if engine.dialect.name == "postgresql":
+                conn.execute(text("ALTER TABLE token_usage ENABLE TRIGGER token_usage_log_update"))
+            else:
+                conn.execute(text(trigger))
+    finally:
+        engine.dispose()
+
+
+def test_a_range_entry_in_the_change_log_names_every_id_in_it(
+    ledger_url: str, tmp_path: Path
+) -> None:
+    insert_rows(ledger_url, [served(i, "A", id=i, cost_usd=Decimal(1)) for i in range(1, 7)])
+    with open_analytics(ledger_url, tmp_path) as analytics:
+        _repriced_and_logged_as_one_range(ledger_url, 2, 4)
+        result = analytics.refresh()
+        assert (result.rows_added, result.rows_updated, result.rows_total) == (0, 3, 6)
+        costs = analytics.sql("SELECT id, cost_usd FROM token_usage ORDER BY id")
+        assert [float(c) for c in costs.cost_usd] == [1, 9, 9, 9, 1, 1]
+        assert analytics.refresh().up_to_date_already
 
 
 def test_the_file_holds_the_views_for_any_duckdb_client(ledger_url: str, tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 """The writer logs its own batches in the change log; everyone else's writes, the triggers.
 
-On PostgreSQL the statement triggers of migration 0003 log the writer's COPY too.
+On PostgreSQL the writer logs each batch as range entries (``row_id``..``last_id``)
+and the row-level insert trigger of migration 0007 skips it; anyone else's inserts
+are logged by that trigger, one entry per row.
 """
 
 from __future__ import annotations
@@ -101,6 +103,13 @@ def _pg_read(url: str, sql: str, *params: object) -> list[tuple[object, ...]]:
         return conn.execute(sql, params).fetchall()
 
 
+#: The ids the log names above a seq, one per id, in log order (ranges expanded).
+_PG_LOGGED = (
+    "SELECT generate_series(row_id, coalesce(last_id, row_id)) FROM ledger_changes "
+    "WHERE seq > %s ORDER BY seq"
+)
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("layout", ["pg_url", "partitioned_pg_url"])
 def test_postgres_logs_the_writers_rows_and_anyone_elses_once_each(
@@ -124,9 +133,7 @@ def test_postgres_logs_the_writers_rows_and_anyone_elses_once_each(
             "'ok' FROM generate_series(1, 3) n"
         )
     ids = [i for (i,) in _pg_read(url, "SELECT id FROM token_usage ORDER BY id")]
-    logged = [
-        i for (i,) in _pg_read(url, "SELECT row_id FROM ledger_changes WHERE seq > %s", start)
-    ]
+    logged = [i for (i,) in _pg_read(url, _PG_LOGGED, start)]
     assert len(ids) == 10
     assert sorted(logged) == ids  # every row, once
     # the writer's own batch is logged in its id order
@@ -147,4 +154,36 @@ def test_postgres_a_refused_batch_logs_nothing(pg_url: str) -> None:
     engine.dispose()
     stored = _pg_read(pg_url, "SELECT id FROM token_usage")
     assert len(stored) == 1
-    assert _pg_read(pg_url, "SELECT row_id FROM ledger_changes WHERE seq > %s", start) == stored
+    assert _pg_read(pg_url, _PG_LOGGED, start) == stored
+
+
+_BY_HAND = (
+    "INSERT INTO token_usage (event_id, call_id, attempt, started_at, requested_provider, "
+    "requested_model, provider, status) SELECT 'by-hand-' || n, 'c', 1, "
+    "'2026-11-30 00:00:00+00', 'openai', 'm', 'openai', 'ok' FROM generate_series(1, %s) n"
+)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("layout", ["pg_url", "partitioned_pg_url"])
+def test_postgres_a_sink_batch_is_one_range_entry_and_a_plain_insert_one_entry_a_row(
+    layout: str, request: pytest.FixtureRequest
+) -> None:
+    url: str = request.getfixturevalue(layout)
+    (start,) = _pg_read(url, "SELECT coalesce(max(seq), 0) FROM ledger_changes")[0]
+    engine = make_engine(url)
+    sink = PostgresSink(engine)
+    assert sink.insert(_rows(50)) == 50
+    sink.close()
+    engine.dispose()
+    ids = [i for (i,) in _pg_read(url, "SELECT id FROM token_usage ORDER BY id")]
+    entries = "SELECT row_id, last_id FROM ledger_changes WHERE seq > %s ORDER BY seq"
+    # one entry for the whole batch: the trigger skipped its 50 rows
+    assert _pg_read(url, entries, start) == [(ids[0], ids[-1])]
+    assert ids == list(range(ids[0], ids[0] + 50))
+    (mid,) = _pg_read(url, "SELECT max(seq) FROM ledger_changes")[0]
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn) as conn:  # another client, not setting the writer's flag
+        conn.execute(_BY_HAND, (3,))
+    by_hand = [i for (i,) in _pg_read(url, "SELECT id FROM token_usage ORDER BY id")][50:]
+    assert _pg_read(url, entries, mid) == [(i, None) for i in by_hand]

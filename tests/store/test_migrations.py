@@ -14,8 +14,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, column, delete, insert, inspect, select, table, update
 
+from ledger.analytics import Analytics
 from ledger.errors import SchemaOutOfDate
-from ledger.events import UsageEvent
+from ledger.events import UsageEvent, to_row
 from ledger.schema import BILLED_COLUMNS, ledger_changes, metadata_for, token_usage
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger
@@ -27,6 +28,7 @@ from ledger.store.migrate import (
     include_name,
     upgrade,
 )
+from ledger.store.sink import make_sink
 
 
 def test_migrations_have_a_single_head() -> None:
@@ -201,3 +203,68 @@ def test_0002_keeps_old_rows_marks_them_reported_and_widens_token_counts(
         ).one()
     assert stored.input_tokens == 3_000_000_000 and stored.output_tokens == 2**40
     assert stored.cache_read_tokens == 2_999_999_999 and stored.usage_reported is False
+
+
+def _write(engine: Engine, n: int) -> None:
+    """``n`` rows through the ledger's own writer, in one batch."""
+    sink = make_sink(engine)
+    try:
+        sink.insert(
+            [
+                to_row(
+                    UsageEvent(
+                        started_at=dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
+                        + dt.timedelta(minutes=i),
+                        requested_provider="p",
+                        requested_model="m",
+                        provider="p",
+                        status="ok",
+                        cost_usd=Decimal(i),
+                    )
+                )
+                for i in range(n)
+            ]
+        )
+    finally:
+        sink.close()
+
+
+def _logged_ids(conn: Any) -> set[int]:
+    return {int(r) for r in conn.execute(select(ledger_changes.c.row_id)).scalars()}
+
+
+@pytest.mark.postgres
+def test_0007_keeps_a_postgres_ledger_with_rows_and_its_copy_syncing(
+    pg_url: str, tmp_path: Path
+) -> None:
+    engine = make_engine(pg_url)
+    copy = tmp_path / "a.duckdb"
+    try:
+        _write(engine, 20)  # at head: one range entry
+        with engine.begin() as conn:
+            _insert_one(conn, str(uuid.uuid4()))
+        with Analytics(pg_url, path=copy) as analytics:
+            assert analytics.refresh().rows_total == 21
+        # Downgraded, the log names every id one entry each, as 0003 reads it.
+        downgrade(engine, "0003")
+        with engine.connect() as conn:
+            ids = set(conn.execute(select(token_usage.c.id)).scalars())
+            logged = conn.exec_driver_sql("SELECT row_id FROM ledger_changes").scalars()
+            assert {int(i) for i in logged} == ids
+        with pytest.raises(SchemaOutOfDate, match="run `ledger db upgrade`"):
+            Analytics(pg_url, path=copy)  # its first sync reads the log
+        _write(engine, 10)  # at 0003: a plain COPY, logged by 0003's statement trigger
+        with engine.begin() as conn:
+            _insert_one(conn, str(uuid.uuid4()))
+        upgrade(engine)  # 0007 on a ledger with rows and a log
+        _write(engine, 10)
+        with engine.begin() as conn:
+            _insert_one(conn, str(uuid.uuid4()))
+        with Analytics(pg_url, path=copy) as analytics:  # the same copy, incrementally
+            result = analytics.last_sync
+            assert result is not None
+            assert (result.rows_added, result.rows_total, result.rebuilt) == (22, 43, False)
+            check = analytics.verify()
+            assert check.ok, check.differences
+    finally:
+        engine.dispose()

@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, insert, inspect, select, text
 
+from ledger.events import UsageEvent, to_row
 from ledger.schema import token_usage
 from ledger.store import partitions, repartition
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger
 from ledger.store.migrate import downgrade, upgrade
+from ledger.store.sink import PostgresSink
 from tests.cli.shell import ledger
 from tests.store.test_partitions import usage
 
@@ -198,3 +200,47 @@ def test_upgrade_of_a_ledger_with_rows_says_to_partition_and_the_command_does_it
         assert partitions.is_partitioned(conn.connection.driver_connection)
         where = conn.execute(text("SELECT tableoid::regclass::text FROM token_usage")).scalar_one()
     assert where == "token_usage_p202505"
+
+
+def test_the_change_log_follows_the_table_it_becomes(plain_ledger: Engine) -> None:
+    # A plain ledger with a row, migrated to head (the log and its row-level insert
+    # trigger on the plain table), then partitioned: the trigger moves with the table,
+    # onto every partition, and the writer's batches still skip it.
+    first = usage(dt.datetime(2025, 5, 5, tzinfo=dt.UTC))
+    with plain_ledger.begin() as conn:
+        conn.execute(insert(token_usage), {**_columns(first)})
+    upgrade(plain_ledger)
+    assert not repartition.partition(plain_ledger, dt.datetime.now(dt.UTC)).already
+    with plain_ledger.connect() as conn:
+        start = conn.execute(text("SELECT max(seq) FROM ledger_changes")).scalar_one()
+    sink = PostgresSink(plain_ledger)
+    try:
+        days = (dt.datetime(2025, 5, 6, tzinfo=dt.UTC), dt.datetime(2025, 6, 6, tzinfo=dt.UTC))
+        assert sink.insert([to_row(usage(day)) for day in days for _ in range(2)]) == 4
+    finally:
+        sink.close()
+    by_hand = usage(dt.datetime(2025, 7, 7, tzinfo=dt.UTC))
+    with plain_ledger.begin() as conn:
+        conn.execute(insert(token_usage), {**_columns(by_hand)})
+    with plain_ledger.connect() as conn:
+        entries = conn.execute(
+            text("SELECT row_id, last_id FROM ledger_changes WHERE seq > :s ORDER BY seq"),
+            {"s": start},
+        ).all()
+        ids = dict(conn.execute(select(token_usage.c.event_id, token_usage.c.id)).all())
+    ids.pop(first.event_id)
+    batch = sorted(ids.pop(e) for e in list(ids) if e != by_hand.event_id)
+    assert entries == [(batch[0], batch[-1]), (ids[by_hand.event_id], None)]
+
+
+def _columns(e: UsageEvent) -> dict[str, object]:
+    return {
+        "event_id": e.event_id,
+        "call_id": e.call_id,
+        "attempt": 1,
+        "started_at": e.started_at,
+        "requested_provider": "p",
+        "requested_model": "m",
+        "provider": "p",
+        "status": "ok",
+    }
