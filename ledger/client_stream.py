@@ -105,6 +105,8 @@ class _StreamCore:
         self.parser: StreamParser = prep.target.provider.stream_parser()
         #: The provider's name, read once: every chunk read is mapped under it.
         self.provider_name = prep.target.provider.name
+        #: One (stateless) error map for every chunk read, not a new one per chunk.
+        self.transport_errors = map_transport_errors(self.provider_name)
         self.pending: deque[str] = deque()
         self.t0 = owner.clock.monotonic()
         self.ttft: float | None = None
@@ -117,18 +119,21 @@ class _StreamCore:
     def elapsed_ms(self) -> float:
         return (self.owner.clock.monotonic() - self.t0) * 1000.0
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes) -> bool:
+        """Parse ``chunk``; True once the parser has seen an in-band error (the end)."""
+        parser = self.parser
         try:
-            deltas = self.parser.feed(chunk)
+            deltas = parser.feed(chunk)
         except Exception:
             if self.owner.strict:
                 raise
             log.exception("ledger: %s stream parser failed", self.prep.target.provider.name)
-            return
+            return parser.error is not None
         if deltas:
             if self.ttft is None:
                 self.ttft = self.elapsed_ms()
             self.pending.extend(deltas)
+        return parser.error is not None
 
     def next_delta(self) -> str:
         self.delivered = True
@@ -273,16 +278,12 @@ class ChatStream:
         core = self._core
         assert self._raw is not None
         try:
-            with map_transport_errors(core.provider_name):
+            with core.transport_errors:
                 chunk = next(self._raw, None)
         except ProviderError as exc:
             self._end(broken=exc)
             return
-        if chunk is None:
-            self._end()
-            return
-        core.feed(chunk)
-        if core.parser.error is not None:
+        if chunk is None or core.feed(chunk):
             self._end()
 
     def _end(self, *, broken: ProviderError | None = None, early: bool = False) -> None:
@@ -396,16 +397,12 @@ class AsyncChatStream:
         core = self._core
         assert self._raw is not None
         try:
-            with map_transport_errors(core.provider_name):
+            with core.transport_errors:
                 chunk = await anext(self._raw, None)
         except ProviderError as exc:
             await self._end(broken=exc)
             return
-        if chunk is None:
-            await self._end()
-            return
-        core.feed(chunk)
-        if core.parser.error is not None:
+        if chunk is None or core.feed(chunk):
             await self._end()
 
     async def _end(self, *, broken: ProviderError | None = None, early: bool = False) -> None:
