@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import re
-from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any, Final
 
 from ledger.providers import wire
@@ -122,80 +120,8 @@ def parse_message(body: bytes) -> Parsed:
     )
 
 
-_WS = r"[ \t\r\n]*"
-# Whole events, as a JSON grammar: a match is exactly that object, so reading it from the
-# match changes nothing. Text deltas (group 1: the text as written), and the events the
-# parser takes no figure from; anything else (spaced otherwise, other fields, tool use…)
-# is decoded as JSON. A control character is not valid JSON: no match.
-_TEXT_DELTA = re.compile(
-    _WS.join(
-        [
-            r"\{",
-            r'"type"',
-            ":",
-            r'"content_block_delta"',
-            ",",
-            r'"index"',
-            ":",
-            r"(?:0|[1-9][0-9]*)",
-            ",",
-            r'"delta"',
-            ":",
-            r"\{",
-            r'"type"',
-            ":",
-            r'"text_delta"',
-            ",",
-            r'"text"',
-            ":",
-            r'"((?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*)"',
-            r"\}",
-            r"\}",
-        ]
-    )
-    + _WS
-)
-_NO_FIGURES = re.compile(
-    _WS.join(
-        [
-            r"\{",
-            r'"type"',
-            ":",
-            r'(?:"ping"|"content_block_stop"',
-            ",",
-            r'"index"',
-            ":",
-            r"(?:0|[1-9][0-9]*)",
-            r'|"content_block_start"',
-            ",",
-            r'"index"',
-            ":",
-            r"(?:0|[1-9][0-9]*)",
-            ",",
-            r'"content_block"',
-            ":",
-            r"\{",
-            r'"type"',
-            ":",
-            r'"text"',
-            ",",
-            r'"text"',
-            ":",
-            r'""',
-            r"\})",
-            r"\}",
-        ]
-    )
-    + _WS
-)
-
-
 class MessageStreamParser:
     """Incremental parser of a Messages SSE stream."""
-
-    #: Read text deltas and block bookkeeping from whole-event matches; False decodes
-    #: every event as JSON (the tests' reference).
-    _fast = True
 
     def __init__(self) -> None:
         self._sse = SSEDecoder()
@@ -242,19 +168,6 @@ class MessageStreamParser:
         )
 
     def _event(self, name: str, text: str, out: list[str]) -> None:
-        # Most events of a stream are text deltas and block bookkeeping: read those from
-        # a whole-event match, without building their JSON (see _TEXT_DELTA).
-        match = _TEXT_DELTA.fullmatch(text) if self._fast else None
-        if match is not None:
-            piece = match.group(1)
-            if "\\" in piece:
-                piece = scanstring(text, match.start(1))[0]
-            if piece:
-                self._parts.append(piece)
-                out.append(piece)
-            return
-        if name != "error" and self._fast and _NO_FIGURES.fullmatch(text) is not None:
-            return
         data = wire.loads_text(text)
         if not isinstance(data, dict):
             self._problems.append("a stream event is not a JSON object")

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.providers.anthropic import MessageStreamParser
 from ledger.providers.base import Parsed
 from ledger.providers.openai_chat import ChatStreamParser
 from tests.providers.test_provider_payloads import PAYLOADS
@@ -130,78 +129,3 @@ def test_any_chunk_after_the_first_reads_the_same(
     fast = run(ChatStreamParser(reports_upstream=True, text=text), body, size)
     whole = run(WholeChunks(reports_upstream=True, text=text), body, size)
     assert fast == whole
-
-
-class AnthropicWhole(MessageStreamParser):
-    _fast = False
-
-
-def run_messages(parser: MessageStreamParser, body: bytes, size: int) -> tuple[Any, ...]:
-    deltas: list[str] = []
-    for i in range(0, len(body), size):
-        deltas += parser.feed(body[i : i + size])
-    return deltas, parser.finish(), parser.done, parser.error
-
-
-ANTHROPIC_STREAMS = sorted(p.name for p in PAYLOADS.glob("anthropic_stream*.sse"))
-
-
-@pytest.mark.parametrize("name", ANTHROPIC_STREAMS)
-@pytest.mark.parametrize("size", [1, 7, 512, 1 << 20])
-def test_anthropic_fixture_streams_read_the_same_as_whole_events(name: str, size: int) -> None:
-    body = (PAYLOADS / name).read_bytes()
-    assert run_messages(MessageStreamParser(), body, size) == run_messages(
-        AnthropicWhole(), body, size
-    )
-
-
-TEXT_BLOCK = {"type": "text", "text": ""}
-TEXT_X = {"type": "text", "text": "x"}
-USAGE = {"output_tokens": 2}
-MESSAGE = {"id": "m1", "model": "c", "usage": {"input_tokens": 3}}
-ANTHROPIC_EVENTS = st.one_of(
-    st.builds(
-        lambda i, text, kind: {
-            "type": "content_block_delta",
-            "index": i,
-            "delta": {"type": kind, "text": text},
-        },
-        st.sampled_from([0, 1, -1, 1.0]),
-        st.one_of(st.text(max_size=4), st.none(), st.just("a\x01b")),
-        st.sampled_from(["text_delta", "thinking_delta"]),
-    ),
-    st.sampled_from(
-        [
-            {"type": "ping"},
-            {"type": "content_block_stop", "index": 0},
-            {"type": "content_block_start", "index": 0, "content_block": TEXT_BLOCK},
-            {"type": "content_block_start", "index": 0, "content_block": TEXT_X},
-            {"type": "message_start", "message": MESSAGE},
-            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": USAGE},
-            {"type": "message_stop"},
-            {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}},
-        ]
-    ),
-)
-
-
-@st.composite
-def anthropic_event(draw: st.DrawFn) -> str:
-    data = json.dumps(
-        draw(ANTHROPIC_EVENTS),
-        separators=draw(st.sampled_from([(",", ":"), (", ", ": "), (" ,", " :")])),
-        ensure_ascii=draw(st.booleans()),
-    )
-    if "\x01" in data and draw(st.booleans()):
-        data = data.replace("\\u0001", "\x01")  # a raw control character: not JSON
-    name = draw(st.sampled_from(["", "message", "ping", "error"]))
-    return (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(anthropic_event(), max_size=8), st.integers(1, 64))
-def test_any_anthropic_event_reads_the_same(events: list[str], size: int) -> None:
-    body = "".join(events).encode()
-    assert run_messages(MessageStreamParser(), body, size) == run_messages(
-        AnthropicWhole(), body, size
-    )
