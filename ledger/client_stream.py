@@ -108,13 +108,26 @@ class _StreamCore:
         #: One (stateless) error map for every chunk read, not a new one per chunk.
         self.transport_errors = map_transport_errors(self.provider_name)
         self.pending: deque[str] = deque()
-        self.t0 = owner.clock.monotonic()
+        self.t0 = 0.0  # set when the request is sent
         self.ttft: float | None = None
         self.status: int | None = None
         self.delivered = False
         self.finished = False
-        self.result: ChatResult | None = None
         self.event: UsageEvent | None = None
+        #: What :attr:`result` is built from, once the stream ended well.
+        self._ended: tuple[Parsed, float] | None = None
+        self._result: ChatResult | None = None
+
+    @property
+    def result(self) -> ChatResult | None:
+        """The result of a stream that ended well, built when first asked for: most
+        callers of a stream read its text and never look."""
+        if self._result is None and self._ended is not None and self.event is not None:
+            parsed, latency = self._ended
+            self._result = result_of(
+                self.prep, parsed, self.event, latency_ms=latency, ttft_ms=self.ttft
+            )
+        return self._result
 
     def elapsed_ms(self) -> float:
         return (self.owner.clock.monotonic() - self.t0) * 1000.0
@@ -186,9 +199,7 @@ class _StreamCore:
         )
         if error is not None:
             raise error from broken
-        self.result = result_of(
-            self.prep, parsed, self.event, latency_ms=latency, ttft_ms=self.ttft
-        )
+        self._ended = (parsed, latency)
 
 
 class ChatStream:
