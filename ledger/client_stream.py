@@ -92,6 +92,14 @@ def request_url(url: str) -> httpx.URL:
     return httpx.URL(url)
 
 
+def _encoded(response: httpx.Response) -> bool:
+    """The body needs ``iter_bytes``: it has a content encoding to undo (or was already
+    read). Otherwise ``iter_raw`` yields the very same chunks without the decoding
+    layer, a generator and a decoder call per chunk that undo nothing (``iter_bytes``
+    over ``iter_raw``, for an identity decoder and no chunk size)."""
+    return "content-encoding" in response.headers or response.is_stream_consumed
+
+
 #: Response closes scheduled by abandoned async streams (a task needs a strong reference).
 _closing: set[asyncio.Task[None]] = set()
 
@@ -259,7 +267,8 @@ class ChatStream:
             self._client.raise_failure(
                 prep, error, core.elapsed_ms(), None, core.status, streamed=True
             )
-        self._raw = self._response.iter_bytes()
+        response = self._response
+        self._raw = response.iter_bytes() if _encoded(response) else response.iter_raw()
 
     def __enter__(self) -> Self:
         if self._response is None:
@@ -378,7 +387,8 @@ class AsyncChatStream:
             self._client.raise_failure(
                 prep, error, core.elapsed_ms(), None, core.status, streamed=True
             )
-        self._raw = self._response.aiter_bytes()
+        response = self._response
+        self._raw = response.aiter_bytes() if _encoded(response) else response.aiter_raw()
 
     async def __aenter__(self) -> Self:
         if self._response is None:

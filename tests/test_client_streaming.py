@@ -3,6 +3,7 @@ real SSE payloads chunk by chunk."""
 
 from __future__ import annotations
 
+import gzip
 import time
 from decimal import Decimal
 from typing import Any
@@ -71,6 +72,44 @@ def test_streams_record_usage_from_whichever_chunk_carries_it(
         assert getattr(event, field) == value, field
     if name != "openrouter":
         assert event.cost_source == "computed" or event.cost_usd is None
+
+
+def compressed_twin(reply: Reply) -> Reply:
+    """``reply`` gzip-compressed, as a proxy may send an event stream."""
+    headers = {**reply.headers, "content-encoding": "gzip"}
+    return Reply(body=gzip.compress(reply.body), headers=headers, chunk_size=reply.chunk_size)
+
+
+def test_a_compressed_stream_reads_as_the_plain_one(server: LoopbackLLM, rows: Rows) -> None:
+    payload, model, _ = STREAMS["openai"]
+    plain = Reply.payload(payload, chunk_size=97)
+    server.queue(plain, compressed_twin(plain))
+    with sync_client(server, rows, "openai") as client:
+        texts = []
+        for _ in range(2):
+            with client.stream(MESSAGES, model=model) as stream:
+                texts.append(list(stream))
+    assert texts[0] == texts[1] and len(texts[0]) > 1
+    first, second = rows.events
+    assert (first.input_tokens, first.output_tokens) == (second.input_tokens, second.output_tokens)
+    assert second.status == "ok" and second.output_tokens == 9
+
+
+async def test_async_compressed_stream_reads_as_the_plain_one(
+    server: LoopbackLLM, rows: Rows
+) -> None:
+    payload, model, _ = STREAMS["anthropic"]
+    plain = Reply.payload(payload, chunk_size=97)
+    server.queue(plain, compressed_twin(plain))
+    async with async_client(server, rows, "anthropic") as client:
+        texts = []
+        for _ in range(2):
+            async with client.stream(MESSAGES, model=model) as stream:
+                texts.append([piece async for piece in stream])
+    assert texts[0] == texts[1] and texts[0]
+    first, second = rows.events
+    assert (first.input_tokens, first.output_tokens) == (second.input_tokens, second.output_tokens)
+    assert second.status == "ok" and second.output_tokens == 153
 
 
 def test_stream_requests_ask_for_usage(server: LoopbackLLM, rows: Rows) -> None:
