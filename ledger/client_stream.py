@@ -113,8 +113,6 @@ class _StreamCore:
         self.parser: StreamParser = prep.target.provider.stream_parser()
         #: The provider's name, read once: every chunk read is mapped under it.
         self.provider_name = prep.target.provider.name
-        #: One (stateless) error map for every chunk read, not a new one per chunk.
-        self.transport_errors = map_transport_errors(self.provider_name)
         self.pending: deque[str] = deque()
         self.t0 = 0.0  # set when the request is sent
         self.ttft: float | None = None
@@ -136,6 +134,14 @@ class _StreamCore:
                 self.prep, parsed, self.event, latency_ms=latency, ttft_ms=self.ttft
             )
         return self._result
+
+    def broken_by(self, exc: httpx.RequestError) -> ProviderError:
+        """Our error for a chunk read that failed, as ``map_transport_errors`` raises it:
+        a stream reads chunk after chunk, so it catches httpx's error itself instead of
+        entering the context manager for each one."""
+        error = map_transport_errors(self.provider_name).error_for(exc)
+        error.__cause__ = exc
+        return error
 
     def elapsed_ms(self) -> float:
         return (self.owner.clock.monotonic() - self.t0) * 1000.0
@@ -298,10 +304,9 @@ class ChatStream:
         core = self._core
         assert self._raw is not None
         try:
-            with core.transport_errors:
-                chunk = next(self._raw, None)
-        except ProviderError as exc:
-            self._end(broken=exc)
+            chunk = next(self._raw, None)
+        except httpx.RequestError as exc:  # what map_transport_errors maps (not entered per chunk)
+            self._end(broken=core.broken_by(exc))
             return
         if chunk is None or core.feed(chunk):
             self._end()
@@ -418,10 +423,9 @@ class AsyncChatStream:
         core = self._core
         assert self._raw is not None
         try:
-            with core.transport_errors:
-                chunk = await anext(self._raw, None)
-        except ProviderError as exc:
-            await self._end(broken=exc)
+            chunk = await anext(self._raw, None)
+        except httpx.RequestError as exc:  # what map_transport_errors maps (not entered per chunk)
+            await self._end(broken=core.broken_by(exc))
             return
         if chunk is None or core.feed(chunk):
             await self._end()

@@ -8,10 +8,11 @@ import time
 from decimal import Decimal
 from typing import Any
 
+import httpx
 import pytest
 
 from ledger.client import AsyncClient, Client
-from ledger.errors import RateLimited, StreamInterrupted
+from ledger.errors import ProviderTimeout, RateLimited, StreamInterrupted
 from ledger.providers import make_provider
 from tests.llm_loopback import LoopbackLLM, Reply, Rows
 from tests.test_client import KEY, MESSAGES
@@ -160,6 +161,30 @@ def test_anthropic_overloaded_event_is_transient(server: LoopbackLLM, rows: Rows
         list(s)
     assert info.value.transient and not info.value.delivered
     assert rows.only.error_type == "stream_interrupted" and rows.only.input_tokens == 0
+
+
+def test_a_read_timeout_mid_stream_is_interrupted_and_recorded(
+    server: LoopbackLLM, rows: Rows
+) -> None:
+    server.queue(Reply.payload("openai_stream_include_usage_real.sse", chunk_size=700, delay_s=2))
+    provider = make_provider("openai", api_key=KEY, base_url=server.url)
+    with (
+        Client(providers=[provider], ledger=rows, strict=True, timeout=0.3) as client,
+        pytest.raises(StreamInterrupted) as info,
+        client.stream(MESSAGES, model="gpt-4o-mini", provider="openai") as stream,
+    ):
+        next(stream)
+        list(stream)
+    assert info.value.transient and info.value.delivered and "timed out" in str(info.value)
+    broken = info.value.__cause__
+    assert isinstance(broken, ProviderTimeout) and isinstance(broken.__cause__, httpx.ReadTimeout)
+    event = rows.only
+    assert (event.status, event.error_type, event.usage_reported) == (
+        "error",
+        "stream_interrupted",
+        False,
+    )
+    assert event.model == "gpt-4o-mini-2024-07-18" and event.ttft_ms is not None
 
 
 def test_caller_that_stops_early_still_gets_its_row(server: LoopbackLLM, rows: Rows) -> None:
