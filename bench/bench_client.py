@@ -263,7 +263,9 @@ def run_against(
     )
     try:
         for name, (prov, model, payload, streamed) in scenarios.items():
-            bench_scenario(name, url, ledger, prov, model, payload, streamed, calls, block, replies)
+            bench_scenario(
+                name, url, ledger, prov, model, payload, streamed, calls, block, replies, sse_chunk
+            )
     finally:
         ledger.close()
     print("target (issue 20): added <= 100 us at p50")

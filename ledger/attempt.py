@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final, Protocol, TypedDict, Unpack
@@ -33,8 +33,28 @@ from ledger.session_key import DEFAULT_PREFIX, session_key
 
 _MAX_MESSAGE: Final = 500
 _NO_USAGE: Final = Usage()
-# One encoder for every request: json.dumps(separators=…) would build a new one each call.
-_encode_body: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def _body_encoder() -> Callable[[Any], str]:
+    """``JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode`` for a request
+    body, calling json's C encoder directly: ``JSONEncoder.encode`` spends about as
+    long setting it up (a float formatter, attribute reads) as encoding a small body.
+    The cycle markers stay, fresh for each body: a caller's body may hold a cycle,
+    and that is still ``ValueError: Circular reference detected``."""
+    encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator (another interpreter)
+        return encoder.encode
+    default, text = encoder.default, json.encoder.encode_basestring
+
+    def encode(body: Any) -> str:
+        # (markers, default, encoder, indent, separators, sort_keys, skipkeys, allow_nan)
+        return "".join(make({}, default, text, None, ":", ",", False, False, True)(body, 0))
+
+    return encode
+
+
+_encode_body: Final = _body_encoder()
 
 
 @dataclass(frozen=True, slots=True)

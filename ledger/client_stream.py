@@ -92,6 +92,14 @@ def request_url(url: str) -> httpx.URL:
     return httpx.URL(url)
 
 
+def _encoded(response: httpx.Response) -> bool:
+    """The body needs ``iter_bytes``: it has a content encoding to undo (or was already
+    read). Otherwise ``iter_raw`` yields the very same chunks without the decoding
+    layer, a generator and a decoder call per chunk that undo nothing (``iter_bytes``
+    over ``iter_raw``, for an identity decoder and no chunk size)."""
+    return "content-encoding" in response.headers or response.is_stream_consumed
+
+
 #: Response closes scheduled by abandoned async streams (a task needs a strong reference).
 _closing: set[asyncio.Task[None]] = set()
 
@@ -106,29 +114,53 @@ class _StreamCore:
         #: The provider's name, read once: every chunk read is mapped under it.
         self.provider_name = prep.target.provider.name
         self.pending: deque[str] = deque()
-        self.t0 = owner.clock.monotonic()
+        self.t0 = 0.0  # set when the request is sent
         self.ttft: float | None = None
         self.status: int | None = None
         self.delivered = False
         self.finished = False
-        self.result: ChatResult | None = None
         self.event: UsageEvent | None = None
+        #: What :attr:`result` is built from, once the stream ended well.
+        self._ended: tuple[Parsed, float] | None = None
+        self._result: ChatResult | None = None
+
+    @property
+    def result(self) -> ChatResult | None:
+        """The result of a stream that ended well, built when first asked for: most
+        callers of a stream read its text and never look."""
+        if self._result is None and self._ended is not None and self.event is not None:
+            parsed, latency = self._ended
+            self._result = result_of(
+                self.prep, parsed, self.event, latency_ms=latency, ttft_ms=self.ttft
+            )
+        return self._result
+
+    def broken_by(self, exc: httpx.RequestError) -> ProviderError:
+        """Our error for a chunk read that failed, as ``map_transport_errors`` raises it:
+        a stream reads chunk after chunk, so it catches httpx's error itself instead of
+        entering the context manager for each one."""
+        error = map_transport_errors(self.provider_name).error_for(exc)
+        error.__cause__ = exc
+        return error
 
     def elapsed_ms(self) -> float:
         return (self.owner.clock.monotonic() - self.t0) * 1000.0
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes) -> bool:
+        """Parse ``chunk``; True once the parser has seen an in-band error (the end)."""
+        parser = self.parser
         try:
-            deltas = self.parser.feed(chunk)
+            deltas = parser.feed(chunk)
         except Exception:
             if self.owner.strict:
                 raise
             log.exception("ledger: %s stream parser failed", self.prep.target.provider.name)
-            return
+            return parser.error is not None
         if deltas:
             if self.ttft is None:
                 self.ttft = self.elapsed_ms()
             self.pending.extend(deltas)
+        return parser.error is not None
 
     def next_delta(self) -> str:
         self.delivered = True
@@ -181,9 +213,7 @@ class _StreamCore:
         )
         if error is not None:
             raise error from broken
-        self.result = result_of(
-            self.prep, parsed, self.event, latency_ms=latency, ttft_ms=self.ttft
-        )
+        self._ended = (parsed, latency)
 
 
 class ChatStream:
@@ -243,7 +273,8 @@ class ChatStream:
             self._client.raise_failure(
                 prep, error, core.elapsed_ms(), None, core.status, streamed=True
             )
-        self._raw = self._response.iter_bytes()
+        response = self._response
+        self._raw = response.iter_bytes() if _encoded(response) else response.iter_raw()
 
     def __enter__(self) -> Self:
         if self._response is None:
@@ -273,16 +304,11 @@ class ChatStream:
         core = self._core
         assert self._raw is not None
         try:
-            with map_transport_errors(core.provider_name):
-                chunk = next(self._raw, None)
-        except ProviderError as exc:
-            self._end(broken=exc)
+            chunk = next(self._raw, None)
+        except httpx.RequestError as exc:  # what map_transport_errors maps (not entered per chunk)
+            self._end(broken=core.broken_by(exc))
             return
-        if chunk is None:
-            self._end()
-            return
-        core.feed(chunk)
-        if core.parser.error is not None:
+        if chunk is None or core.feed(chunk):
             self._end()
 
     def _end(self, *, broken: ProviderError | None = None, early: bool = False) -> None:
@@ -366,7 +392,8 @@ class AsyncChatStream:
             self._client.raise_failure(
                 prep, error, core.elapsed_ms(), None, core.status, streamed=True
             )
-        self._raw = self._response.aiter_bytes()
+        response = self._response
+        self._raw = response.aiter_bytes() if _encoded(response) else response.aiter_raw()
 
     async def __aenter__(self) -> Self:
         if self._response is None:
@@ -396,16 +423,11 @@ class AsyncChatStream:
         core = self._core
         assert self._raw is not None
         try:
-            with map_transport_errors(core.provider_name):
-                chunk = await anext(self._raw, None)
-        except ProviderError as exc:
-            await self._end(broken=exc)
+            chunk = await anext(self._raw, None)
+        except httpx.RequestError as exc:  # what map_transport_errors maps (not entered per chunk)
+            await self._end(broken=core.broken_by(exc))
             return
-        if chunk is None:
-            await self._end()
-            return
-        core.feed(chunk)
-        if core.parser.error is not None:
+        if chunk is None or core.feed(chunk):
             await self._end()
 
     async def _end(self, *, broken: ProviderError | None = None, early: bool = False) -> None:

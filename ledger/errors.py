@@ -361,17 +361,20 @@ class TransportErrorMap:
         return None
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if exc is None:
-            return
+        if isinstance(exc, httpx.RequestError):
+            raise self.error_for(exc) from exc
+
+    def error_for(self, exc: httpx.RequestError) -> ProviderError:
+        """Our error for httpx's ``exc`` (what leaving the ``with`` block raises); for a
+        loop that catches ``httpx.RequestError`` itself rather than enter this per item."""
         provider = self.provider
         if isinstance(exc, httpx.TimeoutException):
-            raise ProviderTimeout(
+            return ProviderTimeout(
                 f"{provider}: timed out ({type(exc).__name__})", provider=provider
-            ) from exc
-        if isinstance(exc, httpx.RequestError):
-            raise ProviderTransportError(
-                f"{provider}: transport failure ({type(exc).__name__})", provider=provider
-            ) from exc
+            )
+        return ProviderTransportError(
+            f"{provider}: transport failure ({type(exc).__name__})", provider=provider
+        )
 
 
 class TooManyRequests(LedgerError):

@@ -3,14 +3,16 @@ real SSE payloads chunk by chunk."""
 
 from __future__ import annotations
 
+import gzip
 import time
 from decimal import Decimal
 from typing import Any
 
+import httpx
 import pytest
 
 from ledger.client import AsyncClient, Client
-from ledger.errors import RateLimited, StreamInterrupted
+from ledger.errors import ProviderTimeout, RateLimited, StreamInterrupted
 from ledger.providers import make_provider
 from tests.llm_loopback import LoopbackLLM, Reply, Rows
 from tests.test_client import KEY, MESSAGES
@@ -73,6 +75,44 @@ def test_streams_record_usage_from_whichever_chunk_carries_it(
         assert event.cost_source == "computed" or event.cost_usd is None
 
 
+def compressed_twin(reply: Reply) -> Reply:
+    """``reply`` gzip-compressed, as a proxy may send an event stream."""
+    headers = {**reply.headers, "content-encoding": "gzip"}
+    return Reply(body=gzip.compress(reply.body), headers=headers, chunk_size=reply.chunk_size)
+
+
+def test_a_compressed_stream_reads_as_the_plain_one(server: LoopbackLLM, rows: Rows) -> None:
+    payload, model, _ = STREAMS["openai"]
+    plain = Reply.payload(payload, chunk_size=97)
+    server.queue(plain, compressed_twin(plain))
+    with sync_client(server, rows, "openai") as client:
+        texts = []
+        for _ in range(2):
+            with client.stream(MESSAGES, model=model) as stream:
+                texts.append(list(stream))
+    assert texts[0] == texts[1] and len(texts[0]) > 1
+    first, second = rows.events
+    assert (first.input_tokens, first.output_tokens) == (second.input_tokens, second.output_tokens)
+    assert second.status == "ok" and second.output_tokens == 9
+
+
+async def test_async_compressed_stream_reads_as_the_plain_one(
+    server: LoopbackLLM, rows: Rows
+) -> None:
+    payload, model, _ = STREAMS["anthropic"]
+    plain = Reply.payload(payload, chunk_size=97)
+    server.queue(plain, compressed_twin(plain))
+    async with async_client(server, rows, "anthropic") as client:
+        texts = []
+        for _ in range(2):
+            async with client.stream(MESSAGES, model=model) as stream:
+                texts.append([piece async for piece in stream])
+    assert texts[0] == texts[1] and texts[0]
+    first, second = rows.events
+    assert (first.input_tokens, first.output_tokens) == (second.input_tokens, second.output_tokens)
+    assert second.status == "ok" and second.output_tokens == 153
+
+
 def test_stream_requests_ask_for_usage(server: LoopbackLLM, rows: Rows) -> None:
     server.queue(Reply.payload("openai_stream_include_usage_real.sse"))
     with sync_client(server, rows, "openai") as client, client.stream(MESSAGES, model="m") as s:
@@ -121,6 +161,30 @@ def test_anthropic_overloaded_event_is_transient(server: LoopbackLLM, rows: Rows
         list(s)
     assert info.value.transient and not info.value.delivered
     assert rows.only.error_type == "stream_interrupted" and rows.only.input_tokens == 0
+
+
+def test_a_read_timeout_mid_stream_is_interrupted_and_recorded(
+    server: LoopbackLLM, rows: Rows
+) -> None:
+    server.queue(Reply.payload("openai_stream_include_usage_real.sse", chunk_size=700, delay_s=2))
+    provider = make_provider("openai", api_key=KEY, base_url=server.url)
+    with (
+        Client(providers=[provider], ledger=rows, strict=True, timeout=0.3) as client,
+        pytest.raises(StreamInterrupted) as info,
+        client.stream(MESSAGES, model="gpt-4o-mini", provider="openai") as stream,
+    ):
+        next(stream)
+        list(stream)
+    assert info.value.transient and info.value.delivered and "timed out" in str(info.value)
+    broken = info.value.__cause__
+    assert isinstance(broken, ProviderTimeout) and isinstance(broken.__cause__, httpx.ReadTimeout)
+    event = rows.only
+    assert (event.status, event.error_type, event.usage_reported) == (
+        "error",
+        "stream_interrupted",
+        False,
+    )
+    assert event.model == "gpt-4o-mini-2024-07-18" and event.ttft_ms is not None
 
 
 def test_caller_that_stops_early_still_gets_its_row(server: LoopbackLLM, rows: Rows) -> None:

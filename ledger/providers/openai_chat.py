@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any, Protocol
 
 from ledger.errors import is_transient_code
@@ -192,6 +193,44 @@ def parse_chat_response(body: bytes, *, reports_upstream: bool) -> Parsed:
     return acc.parsed(content, reports_upstream=reports_upstream, valid=valid)
 
 
+# The first choice of a plain delta chunk, compact as OpenAI and OpenRouter send it: an
+# index, a delta of text (and the role), and null finish reason / logprobs. Group 1 is
+# the text as written in the JSON (a control character is not valid JSON: no match).
+_PLAIN_CHOICE = re.compile(
+    r'"choices":\[\{"index":[0-9]+,"delta":\{(?:"role":"assistant",)?'
+    r'"content":"((?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*)"'
+    r'(?:,"role":"assistant")?\}(?:,"(?:logprobs|finish_reason|native_finish_reason)":null)*'
+    r"\}[\],]"
+)
+
+
+def plain_delta_text(data: str) -> str | None:
+    """The text of a chunk that carries nothing else the row needs once the response's
+    id, model and upstream are known; None for any other chunk (decode it whole).
+
+    Most chunks of a stream are one piece of text and the same id, model and
+    fingerprint again: decoding all of each to read one string was the larger part
+    of a stream's parsing. A chunk qualifies when its only ``"choices":`` holds a
+    first choice of :data:`_PLAIN_CHOICE`'s shape (which ``absorb_choice`` would find
+    nothing in), every ``"usage"`` is ``null``, and the words ``"error"`` and
+    ``"x_groq"`` appear nowhere. Quoted words inside JSON strings have their quotes
+    escaped, so these searches can only refuse a plain chunk, never pass another one.
+    """
+    at = data.find('"choices":')
+    if at < 0 or '"error"' in data or '"x_groq"' in data:
+        return None
+    match = _PLAIN_CHOICE.match(data, at)
+    if match is None or data.find('"choices":', match.end()) >= 0:
+        return None
+    usage = data.find('"usage"')
+    if usage >= 0 and (
+        not data.startswith('"usage":null', usage) or data.find('"usage"', usage + 7) >= 0
+    ):
+        return None
+    text = match.group(1)
+    return text if "\\" not in text else scanstring(data, match.start(1))[0]
+
+
 # A chunk that can carry usage, an error or a finish reason (JSON allows spaces
 # around the colon). Text inside a string value has its quotes escaped, so it
 # cannot match; a false match only costs a parse.
@@ -216,7 +255,14 @@ class ChatStreamParser:
         self._reports_upstream = reports_upstream
         self._text = text
         self._skimming = False
+        #: The response's id, model and upstream are known: from then on a chunk that
+        #: carries nothing else the row needs is read for its choices only.
+        self._identified = False
         self.done = False
+
+    #: Read plain delta chunks for their choices only (see :func:`_choices_only`);
+    #: False decodes every chunk whole (the tests' reference).
+    _fast = True
 
     @property
     def error(self) -> InBandError | None:
@@ -243,6 +289,15 @@ class ChatStreamParser:
         if self._skimming and name != "error" and _MAY_MATTER.search(data) is None:
             return
         acc = self._acc
+        if self._identified and name != "error":
+            piece = plain_delta_text(data)
+            if piece is not None:
+                if piece:
+                    self._parts.append(piece)
+                    out.append(piece)
+                    if not self._text:
+                        self._skimming = True
+                return
         chunk = wire.loads_text(data)
         if not isinstance(chunk, dict):
             acc.problems.append("a stream event is not a JSON object")
@@ -250,9 +305,15 @@ class ChatStreamParser:
                 acc.error = InBandError(message="unreadable error event")
             return
         acc.absorb(chunk)
+        if not self._identified and self._fast:
+            self._identified = acc.identified()
         if name == "error" and acc.error is None:
             acc.error = in_band_error(chunk) or InBandError(message="error event")
-        choices = chunk.get("choices")
+        self._choice(chunk.get("choices"), out)
+
+    def _choice(self, choices: Any, out: list[str]) -> None:
+        """Read the first choice: finish reason, error, and its text into ``out``."""
+        acc = self._acc
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
             choice = choices[0]
             acc.absorb_choice(choice)

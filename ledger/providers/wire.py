@@ -117,6 +117,65 @@ class UsageBuilder:
         output_audio: int | None = None,
         modalities: Sequence[tuple[str, str, int | None]] = (),
     ) -> Usage:
+        # The usual report (every call parses one): counts absent or in range, each subset
+        # within its total. Nothing to clamp, no problem to note: the Usage is the counts
+        # as they are, which the checks below would also give, one call at a time.
+        total_in, output = input_tokens or 0, output_tokens or 0
+        read, write, write_1h = cache_read or 0, cache_write or 0, cache_write_1h or 0
+        audio_in, audio_read, audio_out = input_audio or 0, cache_audio_read or 0, output_audio or 0
+        thinking = reasoning or 0
+        if (
+            0 <= total_in <= MAX_TOKENS
+            and 0 <= output <= MAX_TOKENS
+            and 0 <= thinking <= MAX_TOKENS
+            and 0 <= read <= total_in
+            and 0 <= write <= total_in
+            and 0 <= write_1h <= write
+            and 0 <= audio_in <= total_in
+            and 0 <= audio_read <= read
+            and 0 <= audio_out <= output
+            and all(t is None or 0 <= t <= MAX_TOKENS for _, _, t in modalities)
+        ):
+            return Usage(
+                input_tokens=total_in,
+                output_tokens=output,
+                cache_read_tokens=read,
+                cache_write_tokens=write,
+                reasoning_tokens=thinking,
+                cache_write_1h_tokens=write_1h,
+                input_audio_tokens=max(audio_in, audio_read),
+                cache_audio_read_tokens=audio_read,
+                output_audio_tokens=audio_out,
+                modalities=tuple((p, m, t) for p, m, t in modalities if t is not None),
+            )
+        return self.clamped(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read=cache_read,
+            cache_write=cache_write,
+            reasoning=reasoning,
+            cache_write_1h=cache_write_1h,
+            input_audio=input_audio,
+            cache_audio_read=cache_audio_read,
+            output_audio=output_audio,
+            modalities=modalities,
+        )
+
+    def clamped(
+        self,
+        *,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        cache_read: int | None = None,
+        cache_write: int | None = None,
+        reasoning: int | None = None,
+        cache_write_1h: int | None = None,
+        input_audio: int | None = None,
+        cache_audio_read: int | None = None,
+        output_audio: int | None = None,
+        modalities: Sequence[tuple[str, str, int | None]] = (),
+    ) -> Usage:
+        """:meth:`build` for any counts: each one clamped, each adjustment a problem."""
         total_in = self._clamp("input_tokens", input_tokens)
         read = self._clamp("cache_read_tokens", cache_read)
         write = self._clamp("cache_write_tokens", cache_write)

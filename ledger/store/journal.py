@@ -35,7 +35,7 @@ import mmap
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -53,7 +53,34 @@ DEFAULT_SEGMENT_BYTES: Final = 8 * 1024 * 1024
 _HEADER: Final = (
     json.dumps({"ledger_journal": FORMAT_VERSION, "columns": list(EVENT_COLUMNS)}) + "\n"
 ).encode()
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _row_encoder() -> Callable[[Sequence[Any]], str]:
+    """``JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode`` for one row,
+    through json's C encoder made once.
+
+    ``JSONEncoder.encode`` builds a C encoder (with a float formatter and cycle
+    markers) on every call, which costs more than encoding a row. A row is a flat
+    tuple of str, int, float and None (``to_row`` made it): it holds no cycle, so
+    it needs no cycle markers, and the text is the same.
+    """
+    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator (another interpreter)
+        return encoder.encode
+    # (markers, default, encoder, indent, key and item separators, sort_keys, skipkeys,
+    # allow_nan), as JSONEncoder.iterencode passes them, without markers.
+    iterencode = make(
+        None, encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+
+    def encode(row: Sequence[Any]) -> str:
+        return "".join(iterencode(row, 0))
+
+    return encode
+
+
+_encode: Final = _row_encoder()
 
 
 def _row_encoder() -> Any:
