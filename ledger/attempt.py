@@ -9,12 +9,12 @@ SDK instrumentation can reuse it.
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final, Protocol, TypedDict, Unpack
 
+from ledger.compact_json import compact_encoder
 from ledger.errors import (
     ProviderError,
     ProviderHTTPError,
@@ -35,26 +35,8 @@ _MAX_MESSAGE: Final = 500
 _NO_USAGE: Final = Usage()
 
 
-def _body_encoder() -> Callable[[Any], str]:
-    """``JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode`` for a request
-    body, calling json's C encoder directly: ``JSONEncoder.encode`` spends about as
-    long setting it up (a float formatter, attribute reads) as encoding a small body.
-    The cycle markers stay, fresh for each body: a caller's body may hold a cycle,
-    and that is still ``ValueError: Circular reference detected``."""
-    encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator (another interpreter)
-        return encoder.encode
-    default, text = encoder.default, json.encoder.encode_basestring
-
-    def encode(body: Any) -> str:
-        # (markers, default, encoder, indent, separators, sort_keys, skipkeys, allow_nan)
-        return "".join(make({}, default, text, None, ":", ",", False, False, True)(body, 0))
-
-    return encode
-
-
-_encode_body: Final = _body_encoder()
+# a caller's body may hold a cycle: that stays ValueError, not RecursionError
+_encode_body: Final = compact_encoder(check_circular=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
-import json.encoder
 import math
 import operator
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final, Literal
 
+from ledger.compact_json import compact_encoder
 from ledger.schema import COST_SCALE, EVENT_COLUMNS, STRING_LIMITS
 
 Status = Literal["ok", "error"]
@@ -280,9 +278,7 @@ def _tags(value: Any) -> str | None:
     return text
 
 
-_encode_tags: Callable[[Any], str] = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), allow_nan=False
-).encode
+_encode_tags: Final = compact_encoder(allow_nan=False, check_circular=True)
 
 
 def _usage_details(value: Any) -> str | None:
@@ -308,27 +304,8 @@ def _usage_details(value: Any) -> str | None:
     return text
 
 
-def _encoder_for_plain_values() -> Callable[[Any], str]:
-    """``_encode_tags`` for values :func:`_plain_details` accepted, through json's C
-    encoder directly: ``JSONEncoder.encode`` spends more time setting that encoder up
-    than running it on a dict this small. Such a value holds no cycle, so it needs no
-    cycle markers."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator (another interpreter)
-        return _encode_tags
-    # (markers, default, encoder, indent, key and item separators, sort_keys, skipkeys,
-    # allow_nan): what _encode_tags sets, without markers.
-    iterencode = make(
-        None, None, json.encoder.encode_basestring, None, ":", ",", False, False, False
-    )
-
-    def encode(value: Any) -> str:
-        return "".join(iterencode(value, 0))
-
-    return encode
-
-
-_encode_plain: Final = _encoder_for_plain_values()
+# for values _plain_details or _flat_labels accepted: no cycle, so no cycle markers
+_encode_plain: Final = compact_encoder(allow_nan=False)
 
 
 _LABEL_TYPES: Final = frozenset({str, int, bool, type(None)})

@@ -35,11 +35,12 @@ import mmap
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ledger.compact_json import compact_encoder
 from ledger.errors import JournalError
 from ledger.schema import EVENT_COLUMNS, OLD_ROW_DEFAULTS
 
@@ -55,53 +56,12 @@ _HEADER: Final = (
 ).encode()
 
 
-def _row_encoder() -> Callable[[Sequence[Any]], str]:
-    """``JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode`` for one row,
-    through json's C encoder made once.
-
-    ``JSONEncoder.encode`` builds a C encoder (with a float formatter and cycle
-    markers) on every call, which costs more than encoding a row. A row is a flat
-    tuple of str, int, float and None (``to_row`` made it): it holds no cycle, so
-    it needs no cycle markers, and the text is the same.
-    """
-    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator (another interpreter)
-        return encoder.encode
-    # (markers, default, encoder, indent, key and item separators, sort_keys, skipkeys,
-    # allow_nan), as JSONEncoder.iterencode passes them, without markers.
-    iterencode = make(
-        None, encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
-    )
-
-    def encode(row: Sequence[Any]) -> str:
-        return "".join(iterencode(row, 0))
-
-    return encode
-
-
-_encode: Final = _row_encoder()
-
-
-def _row_encoder() -> Any:
-    """``_encode`` for a wire row, through json's C encoder made once: ``JSONEncoder.encode``
-    builds that encoder on every call, a third of its time on a row. A wire row holds
-    only str, int, float, bool and None (ledger.events.to_row), so no cycle markers."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator (another interpreter)
-        return None
-    # (markers, default, encoder, indent, key and item separators, sort_keys, skipkeys,
-    # allow_nan): what _encode sets, without markers.
-    return make(None, None, json.encoder.encode_basestring, None, ":", ",", False, False, True)
-
-
-_encode_row: Final = _row_encoder()
+# a row is a flat tuple of str, int, float and None (to_row made it): no cycle to check
+_encode: Final = compact_encoder()
 
 
 def encode_row(row: Sequence[Any]) -> bytes:
-    if _encode_row is None or type(row) is not tuple:
-        return (_encode(row) + "\n").encode("utf-8")
-    return ("".join(_encode_row(row, 0)) + "\n").encode("utf-8")
+    return (_encode(row) + "\n").encode("utf-8")
 
 
 @dataclass(slots=True)
