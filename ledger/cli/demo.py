@@ -122,7 +122,7 @@ def stickiness_lines(frame: pd.DataFrame) -> list[str]:
             text = f"{_rate(by_key.get(True))} with the key, {_rate(by_key.get(False))} without"
         else:
             text = f"{_rate(by_key.get(False))} (no sticky key: a direct provider)"
-        lines.append(f"  {actor} ({model}): {text}")
+        lines.append(f"  {safe(actor)} ({safe(model)}): {text}")
     return lines
 
 
@@ -140,7 +140,8 @@ def print_summary(console: Console, stats: DemoStats, analytics: Analytics, url:
     )
     console.print("stickiness per agent (1 - switches / transitions within the pin window):")
     for line in stickiness_lines(analytics.agent_stickiness()):
-        console.print(line)
+        # names from the ledger are data: no markup, no highlighting
+        console.print(line, markup=False, highlight=False)
     model, upstream = WORSE_UPSTREAM
     console.print(
         f"the simulated catalog makes {upstream} on {model} slower than its peers: "

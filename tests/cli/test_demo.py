@@ -46,3 +46,27 @@ def test_demo_prints_runnable_next_steps_and_says_when_it_appends(tmp_path: Path
     flowing = " ".join(fresh.stdout.split())
     now = re.search(r"the ledger now: ([\d,]+) calls", flowing)
     assert now is not None and int(now.group(1)) == int(CALLS)  # the first two runs are gone
+
+
+def test_the_summary_prints_names_from_the_ledger_as_data(ledger_url: str, tmp_path: Path) -> None:
+    """An agent named with Rich markup once crashed the summary after the whole run
+    (MarkupError) and lost the brackets of another; a control character reached the
+    terminal raw."""
+    import io
+
+    from rich.console import Console
+    from sqlalchemy.engine import make_url
+
+    from ledger.cli.demo import print_summary
+    from ledger.demo.runner import DemoStats
+    from tests.analytics.builders import insert_rows, open_analytics, row
+
+    url = ledger_url
+    names = ["ops[/red]bot", "[link](http://x)_[b]x[/b]", "esc\x1b[31mred"]
+    insert_rows(url, [row(i, actor_id=name, session_id=f"s{i}") for i, name in enumerate(names)])
+    out = io.StringIO()
+    with open_analytics(url, tmp_path) as analytics:
+        print_summary(Console(file=out, width=200), DemoStats(), analytics, make_url(url))
+    text = out.getvalue()
+    assert "ops[/red]bot (m)" in text and "[link](http://x)_[b]x[/b] (m)" in text
+    assert "esc\\x1b[31mred (m)" in text and "\x1b" not in text
