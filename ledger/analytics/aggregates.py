@@ -59,6 +59,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
@@ -515,6 +516,36 @@ def one_thread(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         yield
     finally:
         con.execute(f"SET threads = {int(threads)}")
+
+
+@contextlib.contextmanager
+def memory_at_most(
+    con: duckdb.DuckDBPyConnection, limit: str, configured: str | None
+) -> Iterator[None]:
+    """DuckDB's memory limit (the database's) lowered to ``limit`` for the block, then set
+    back to ``configured`` (what the file was opened with: DuckDB shows its limit rounded,
+    so it is not read back). Nothing changes when ``configured`` is None or not higher."""
+    if configured is None or _bytes(configured) <= _bytes(limit):
+        yield
+        return
+    con.execute(f"SET memory_limit = '{_bytes(limit)}B'")
+    try:
+        yield
+    finally:
+        con.execute(f"SET memory_limit = '{_bytes(configured)}B'")
+
+
+_SIZE: Final = re.compile(r"\s*([0-9.]+)\s*([KMGT]?)(I?)B\s*", re.IGNORECASE)
+
+
+def _bytes(size: str) -> int:
+    """Bytes in a DuckDB size setting: ``'3GB'``, ``'512 MiB'``, ``'100B'``."""
+    match = _SIZE.fullmatch(size)
+    if match is None:
+        raise ValueError(f"not a memory size: {size!r}")
+    number, prefix, binary = match.groups()
+    power = "KMGT".index(prefix.upper()) + 1 if prefix else 0
+    return int(float(number) * ((1024 if binary else 1000) ** power))
 
 
 def in_transaction(con: duckdb.DuckDBPyConnection, work: Callable[[], None]) -> None:
