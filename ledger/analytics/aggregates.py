@@ -69,7 +69,7 @@ from ledger.analytics import clusters, gaps, latency_tails, moves, session_aggre
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 7
+STATE_VERSION: Final = 8
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
 #: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).
@@ -109,7 +109,7 @@ STATE_DDL: Final = (
         last STRUCT(s TIMESTAMPTZ, a SMALLINT, i BIGINT, u VARCHAR),
         transitions BIGINT NOT NULL, changes BIGINT NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS state_transitions (
-        sid BIGINT NOT NULL, session_id VARCHAR, actor_id VARCHAR, requested_model VARCHAR,
+        sid BIGINT NOT NULL,
         previous_started_at TIMESTAMPTZ, started_at TIMESTAMPTZ, previous_upstream VARCHAR,
         upstream VARCHAR, key_sent BOOLEAN, gap_s DOUBLE, changed BOOLEAN,
         input_tokens BIGINT, cache_read_tokens BIGINT, usage_reported BOOLEAN,
