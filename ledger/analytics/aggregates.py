@@ -16,10 +16,11 @@ views stored in the file (``sql/stored/<name>.sql``) read those instead:
     ``sid``: served calls, distinct upstream lists, the last served attempt
     and the transition counts that do not depend on the idle window.
 ``state_transitions``
-    one row per transition (its session by ``sid`` alone) with its gap, whether the identity changed, the
-    later attempt's input and cache-read tokens and the previous attempt's
-    cache reads (what ``switch_costs`` says a switch lost); the idle window (a
-    setting) is applied when the views read them.
+    one row per transition (its session by ``sid`` alone) with its gap,
+    whether the identity changed, the later attempt's input and cache-read
+    tokens and the previous attempt's cache reads (what ``switch_costs`` says
+    a switch lost); the idle window (a setting) is applied when the views read
+    them.
 ``state_clusters``
     per session and upstream identity, attempt, error and latency sums: the
     session clusters the verdict's design effects come from
