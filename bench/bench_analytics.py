@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import resource
 import sqlite3
 import statistics
@@ -510,7 +511,9 @@ def run_one(what: str, ledger: Path, target: Path) -> None:
     started = time.perf_counter()
     (bare_copy if what == "bare" else first_sync)(ledger, target)
     seconds = time.perf_counter() - started
-    print(json.dumps({"seconds": seconds, "peak_gib": peak_rss_gib()}))
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread's, DuckDB's included
+    cpu = usage.ru_utime + usage.ru_stime
+    print(json.dumps({"seconds": seconds, "cpu_s": cpu, "peak_gib": peak_rss_gib()}))
 
 
 def bench_first_sync(workdir: Path, rows: int, rounds: int) -> None:
@@ -521,6 +524,7 @@ def bench_first_sync(workdir: Path, rows: int, rounds: int) -> None:
         t, _ = timed(lambda: build_ledger(ledger, rows))
         print(f"generated {rows:,} rows in {t:.1f} s")
     figures: dict[str, list[dict[str, float]]] = {"bare": [], "sync": []}
+    load_before = os.getloadavg()[0]
     for r in range(rounds):
         for what in ("bare", "sync") if r % 2 == 0 else ("sync", "bare"):
             target = workdir / f"first-{what}-{rows}.duckdb"
@@ -541,19 +545,25 @@ def bench_first_sync(workdir: Path, rows: int, rounds: int) -> None:
             figures[what].append(json.loads(out.strip().splitlines()[-1]))
             target.unlink(missing_ok=True)
     med = {
-        what: {k: statistics.median(f[k] for f in runs) for k in ("seconds", "peak_gib")}
+        what: {k: statistics.median(f[k] for f in runs) for k in ("seconds", "cpu_s", "peak_gib")}
         for what, runs in figures.items()
     }
     bare, sync = med["bare"], med["sync"]
-    print(f"first sync at {rows:,} rows (fresh process each; median of {rounds} rounds):")
+    print(
+        f"first sync at {rows:,} rows (fresh process each; median of {rounds} rounds; "
+        f"load {load_before:.2f} before, {os.getloadavg()[0]:.2f} after):"
+    )
     print(
         f"  bare copy (ADBC -> Arrow -> DuckDB)  {bare['seconds']:7.2f} s  "
-        f"peak {bare['peak_gib']:.2f} GiB"
+        f"CPU {bare['cpu_s']:7.2f} s  peak {bare['peak_gib']:.2f} GiB"
     )
     print(
         f"  first sync                          {sync['seconds']:7.2f} s  "
-        f"peak {sync['peak_gib']:.2f} GiB  = {sync['seconds'] / bare['seconds']:.2f}x the bare "
-        "copy (target <= 1.5x, <= 2 GiB)"
+        f"CPU {sync['cpu_s']:7.2f} s  peak {sync['peak_gib']:.2f} GiB"
+    )
+    print(
+        f"  = {sync['seconds'] / bare['seconds']:.2f}x the bare copy's time, "
+        f"{sync['cpu_s'] / bare['cpu_s']:.2f}x its CPU (target <= 1.5x, <= 2 GiB)"
     )
     rounds_text = "  ".join(
         f"{b['seconds']:.1f}/{s['seconds']:.1f}"

@@ -5,18 +5,22 @@ recomputing them from ten million rows takes seconds each. Sync therefore keeps
 *state tables* that hold everything the views need in mergeable form, and the
 views stored in the file (``sql/stored/<name>.sql``) read those instead:
 
-``state_calls``
-    one row per call: the ``calls`` columns as mergeable aggregates (min, max,
-    sums, bool_or), keyed by ``ckey = hash(call_id)`` for cheap lookups.
+``state_calls`` / ``state_single_calls``
+    one row per call of several rows (attempts): the ``calls`` columns as
+    mergeable aggregates (min, max, sums, bool_or), keyed by ``ckey =
+    hash(call_id)`` for cheap lookups; a call of one row is its row, so only
+    its key and row id are kept (``state_single_calls``) and the ``calls``
+    view projects the row itself from ``token_usage``.
 ``state_sessions``
     one row per session (session_id, actor_id, requested_model), numbered by
     ``sid``: served calls, distinct upstream lists, the last served attempt
     and the transition counts that do not depend on the idle window.
 ``state_transitions``
-    one row per transition with its gap, whether the identity changed, the
-    later attempt's input and cache-read tokens and the previous attempt's
-    cache reads (what ``switch_costs`` says a switch lost); the idle window (a
-    setting) is applied when the views read them.
+    one row per transition (its session by ``sid`` alone) with its gap,
+    whether the identity changed, the later attempt's input and cache-read
+    tokens and the previous attempt's cache reads (what ``switch_costs`` says
+    a switch lost); the idle window (a setting) is applied when the views read
+    them.
 ``state_clusters``
     per session and upstream identity, attempt, error and latency sums: the
     session clusters the verdict's design effects come from
@@ -56,7 +60,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 import duckdb
@@ -65,14 +70,18 @@ from ledger.analytics import clusters, gaps, latency_tails, moves, session_aggre
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 6
+STATE_VERSION: Final = 8
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
 #: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).
 REBUILD_CHUNK_ROWS: Final = 2_000_000
 
+#: ``state_single_calls``: the key and row id of each call of one row (see _CALL_DUPS).
+_SINGLE_DDL: Final = "(ckey UBIGINT NOT NULL, id BIGINT NOT NULL)"
+
 STATE_TABLES: Final = (
     "state_calls",
+    "state_single_calls",
     "state_sessions",
     "state_transitions",
     "state_rollup",
@@ -101,7 +110,7 @@ STATE_DDL: Final = (
         last STRUCT(s TIMESTAMPTZ, a SMALLINT, i BIGINT, u VARCHAR),
         transitions BIGINT NOT NULL, changes BIGINT NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS state_transitions (
-        sid BIGINT NOT NULL, session_id VARCHAR, actor_id VARCHAR, requested_model VARCHAR,
+        sid BIGINT NOT NULL,
         previous_started_at TIMESTAMPTZ, started_at TIMESTAMPTZ, previous_upstream VARCHAR,
         upstream VARCHAR, key_sent BOOLEAN, gap_s DOUBLE, changed BOOLEAN,
         input_tokens BIGINT, cache_read_tokens BIGINT, usage_reported BOOLEAN,
@@ -113,6 +122,7 @@ STATE_DDL: Final = (
         cache_read_tokens BIGINT, cache_write_tokens BIGINT,
         read_rows BIGINT, latency_rows BIGINT, cost_usd DECIMAL(38, 10),
         costed_input_tokens BIGINT, cost_rows BIGINT)""",
+    f"CREATE TABLE IF NOT EXISTS state_single_calls {_SINGLE_DDL}",
     "CREATE TABLE IF NOT EXISTS state_upstreams "
     "(gid INTEGER NOT NULL, requested_model VARCHAR, upstream VARCHAR)",
     "CREATE TABLE IF NOT EXISTS state_latency "
@@ -143,28 +153,25 @@ FROM {src}
 GROUP BY call_id
 """
 
-# The same, cheaper when most calls are one row (one attempt): those rows are
-# projected as their own aggregate and only calls of several rows are grouped
-# (twenty aggregate states per call cost most of a first sync's call fold).
-_CALL_PARTS_SPLIT: Final = """
-WITH multi AS (SELECT call_id FROM {src} GROUP BY call_id HAVING count(*) > 1)
-SELECT
-    hash(call_id) AS ckey, call_id, started_at, session_id, actor_id, requested_provider,
-    requested_model,
-    CASE WHEN status = 'ok' THEN provider END AS responding_provider,
-    CASE WHEN status = 'ok' THEN upstream END AS upstream,
-    CAST(attempt >= 1 AS BIGINT) AS attempts,
-    CASE WHEN status = 'ok' THEN attempt END AS max_ok_attempt,
-    status = 'ok' AS any_ok, response_cache_hit,
-    CAST(input_tokens AS BIGINT) AS input_tokens, CAST(output_tokens AS BIGINT) AS output_tokens,
-    CAST(cache_read_tokens AS BIGINT) AS cache_read_tokens,
-    CAST(cache_write_tokens AS BIGINT) AS cache_write_tokens,
-    CAST(cost_usd AS DECIMAL(38, 10)) AS cost_usd, CAST(latency_ms AS DOUBLE) AS latency_ms,
-    session_key IS NOT NULL AS key_sent
-FROM {src} WHERE call_id NOT IN (SELECT call_id FROM multi)
-UNION ALL""" + _CALL_PARTS.replace(
-    "FROM {src}", "FROM {src} WHERE call_id IN (SELECT call_id FROM multi)"
+# Most calls are one row (one attempt), and such a call's aggregate is a projection
+# of its row: storing it copied the row (most of a first sync's state writing).
+# state_calls therefore keeps only calls of several rows (or that had several once);
+# state_single_calls keeps the other calls' key and row id, which is how a later fold
+# finds that a call it meets already has a row. The calls view reads the single-row
+# calls from token_usage itself (sql/stored/calls.sql projects them as below).
+# Staging {src}: keys seen twice or more (hash collisions included: sorted out by call_id).
+_CALL_DUPS: Final = """
+CREATE OR REPLACE TEMP TABLE state_call_dups AS
+SELECT ckey FROM (SELECT hash(call_id) AS ckey FROM {src}) GROUP BY ckey HAVING count(*) > 1
+"""
+_NEW_SINGLES: Final = """
+INSERT INTO {single}
+SELECT hash(call_id), id FROM {src} WHERE hash(call_id) NOT IN (SELECT ckey FROM state_call_dups)
+"""
+_NEW_CALLS: Final = "CREATE OR REPLACE TEMP TABLE state_new_calls AS " + _CALL_PARTS.replace(
+    "FROM {src}", ", count(*) AS n_rows, min(id) AS first_id\nFROM {src}"
 )
+_DUP_ROWS: Final = "(SELECT * FROM {src} WHERE hash(call_id) IN (SELECT ckey FROM state_call_dups))"
 
 # Merging two aggregates of one call: the same functions over the parts.
 _CALL_MERGE: Final = """
@@ -175,7 +182,7 @@ SELECT
     bool_or(response_cache_hit), CAST(sum(input_tokens) AS BIGINT),
     CAST(sum(output_tokens) AS BIGINT), CAST(sum(cache_read_tokens) AS BIGINT),
     CAST(sum(cache_write_tokens) AS BIGINT), sum(cost_usd), sum(latency_ms), bool_or(key_sent)
-FROM (SELECT * FROM state_old_calls UNION ALL SELECT * FROM state_new_calls)
+FROM (SELECT * FROM state_old_calls UNION ALL {parts})
 GROUP BY ckey, call_id
 """
 
@@ -277,38 +284,114 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
     moves.ensure_table(con)
 
 
+def _stage_calls(con: duckdb.DuckDBPyConnection, src: str, single: str) -> None:
+    """Sort the calls of ``src`` (all of their rows) into one-row calls, added to the table
+    ``single`` as (ckey, id), and ``state_new_calls``: the aggregates of the others."""
+    con.execute(_CALL_DUPS.format(src=src))
+    con.execute(_NEW_SINGLES.format(src=src, single=single))
+    con.execute(_NEW_CALLS.format(src=_DUP_ROWS.format(src=src)))
+    # keys shared by distinct calls of one row each (a hash collision): one-row calls too
+    con.execute(f"INSERT INTO {single} SELECT ckey, first_id FROM state_new_calls WHERE n_rows = 1")
+    con.execute("DELETE FROM state_new_calls WHERE n_rows = 1")
+    con.execute("ALTER TABLE state_new_calls DROP COLUMN n_rows")
+    con.execute("ALTER TABLE state_new_calls DROP COLUMN first_id")
+    con.execute("DROP TABLE state_call_dups")
+
+
+def _store_staged(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("INSERT INTO state_single_calls SELECT * FROM state_new_single")
+    con.execute("INSERT INTO state_calls SELECT * FROM state_new_calls")
+    con.execute("DROP TABLE state_new_single")
+    con.execute("DROP TABLE state_new_calls")
+
+
+_STAGED_KEYS: Final = (
+    "(SELECT ckey FROM state_new_single UNION ALL SELECT ckey FROM state_new_calls)"
+)
+
+
 def _fold_calls(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:
+    """Fold the calls of ``src``: rows the state does not reflect yet, all below any not folded."""
     if fresh:
-        con.execute(f"INSERT INTO state_calls {_CALL_PARTS_SPLIT.format(src=src)}")
-        return
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE state_new_calls AS {_CALL_PARTS_SPLIT.format(src=src)}"
-    )
-    # Calls seen before: a join on the integer key reads one column of the table;
-    # only when there are some are their rows read (the string check guards collisions).
-    seen = [
-        int(k)
-        for (k,) in con.execute(
-            "SELECT ckey FROM state_calls WHERE ckey IN (SELECT ckey FROM state_new_calls)"
-        ).fetchall()
-    ]
-    if not seen:
+        _stage_calls(con, src, "state_single_calls")
         con.execute("INSERT INTO state_calls SELECT * FROM state_new_calls")
         con.execute("DROP TABLE state_new_calls")
         return
+    con.execute(f"CREATE OR REPLACE TEMP TABLE state_new_single {_SINGLE_DDL}")
+    _stage_calls(con, src, "state_new_single")
+    # Calls seen before: a join on the integer key reads one column of each table;
+    # only when there are some are their rows read (call_id tells hash collisions apart).
+    held = con.execute(
+        f"SELECT ckey, id FROM state_single_calls WHERE ckey IN {_STAGED_KEYS}"
+    ).fetchall()
+    seen = {
+        int(k)
+        for (k,) in con.execute(
+            f"SELECT ckey FROM state_calls WHERE ckey IN {_STAGED_KEYS}"
+        ).fetchall()
+    }
+    if held or seen:
+        _merge_seen_calls(
+            con, src, sorted(seen | {int(k) for k, _ in held}), [int(i) for _, i in held]
+        )
+    _store_staged(con)
+
+
+def _merge_seen_calls(
+    con: duckdb.DuckDBPyConnection, src: str, keys: list[int], ids: list[int]
+) -> None:
+    """Merge the staged calls that already had rows (``keys``: theirs; ``ids``: the rows of
+    the one-row calls among the held keys) with what the state held of them, into
+    ``state_calls``; they leave the staged tables and ``state_single_calls``."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE state_seen_calls AS "
+        "SELECT call_id FROM state_new_calls WHERE list_contains(CAST($keys AS UBIGINT[]), ckey) "
+        f"UNION ALL SELECT r.call_id FROM state_new_single AS s JOIN {src} AS r USING (id) "
+        "WHERE list_contains(CAST($keys AS UBIGINT[]), s.ckey)",
+        {"keys": keys},
+    )
+    # the held rows of one-row calls, found by id; those of another call share a key only
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE state_old_rows AS SELECT * FROM {TABLE_NAME} "
+        "WHERE id BETWEEN $lo AND $hi AND list_contains(CAST($ids AS BIGINT[]), id) "
+        "AND call_id IN (SELECT call_id FROM state_seen_calls)",
+        {"lo": min(ids, default=0), "hi": max(ids, default=-1), "ids": ids},
+    )
     con.execute(
         "CREATE OR REPLACE TEMP TABLE state_old_calls AS SELECT * FROM state_calls "
-        "WHERE list_contains(CAST(? AS UBIGINT[]), ckey) "
-        "AND call_id IN (SELECT call_id FROM state_new_calls)",
-        [seen],
+        "WHERE list_contains(CAST($keys AS UBIGINT[]), ckey) "
+        "AND call_id IN (SELECT call_id FROM state_seen_calls)",
+        {"keys": keys},
     )
     con.execute(
-        "DELETE FROM state_calls WHERE ckey IN (SELECT ckey FROM state_old_calls) "
-        "AND call_id IN (SELECT call_id FROM state_old_calls)"
+        "CREATE OR REPLACE TEMP TABLE state_joined_calls AS SELECT DISTINCT call_id FROM "
+        "(SELECT call_id FROM state_old_rows UNION ALL SELECT call_id FROM state_old_calls)"
     )
-    con.execute(f"INSERT INTO state_calls {_CALL_MERGE}")
-    con.execute("DROP TABLE state_new_calls")
-    con.execute("DROP TABLE state_old_calls")
+    con.execute(
+        "DELETE FROM state_single_calls WHERE list_contains(CAST($ids AS BIGINT[]), id) "
+        "AND id IN (SELECT id FROM state_old_rows)",
+        {"ids": ids},
+    )
+    con.execute(
+        "DELETE FROM state_calls WHERE list_contains(CAST($keys AS UBIGINT[]), ckey) "
+        "AND call_id IN (SELECT call_id FROM state_old_calls)",
+        {"keys": keys},
+    )
+    joined_rows = (
+        f"(SELECT * FROM {src} WHERE call_id IN (SELECT call_id FROM state_joined_calls) "
+        "UNION ALL SELECT * FROM state_old_rows)"
+    )
+    parts = f"SELECT * FROM ({_CALL_PARTS.format(src=joined_rows)})"
+    con.execute(f"INSERT INTO state_calls {_CALL_MERGE.format(parts=parts)}")
+    con.execute(
+        "DELETE FROM state_new_calls WHERE call_id IN (SELECT call_id FROM state_joined_calls)"
+    )
+    con.execute(
+        f"DELETE FROM state_new_single WHERE id IN (SELECT id FROM {src} "
+        "WHERE call_id IN (SELECT call_id FROM state_joined_calls))"
+    )
+    for table in ("state_seen_calls", "state_old_rows", "state_old_calls", "state_joined_calls"):
+        con.execute(f"DROP TABLE {table}")
 
 
 def _fold_rollup(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:
@@ -376,18 +459,14 @@ def _chunk_bounds(con: duckdb.DuckDBPyConnection) -> list[int]:
 def _fold_range(
     con: duckdb.DuckDBPyConnection, low: int, high: int, *, fresh: bool, whole: bool = False
 ) -> None:
-    """Fold the rows with ids in ``(low, high]``; ``whole``: they are every row of the table,
-    which is then read in place (a copy of millions of rows costs a tenth of a first sync)."""
-    if whole:
-        _fold(con, TABLE_NAME, fresh=fresh, upto=high)
-        return
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE state_new_rows AS "
-        f"SELECT * FROM {TABLE_NAME} WHERE id > ? AND id <= ?",
-        [low, high],
-    )
-    _fold(con, "state_new_rows", fresh=fresh, upto=high)
-    con.execute("DROP TABLE state_new_rows")
+    """Fold the rows with ids in ``(low, high]``; ``whole``: they are every row of the table.
+
+    The rows are read in place, each fold reading its own columns: the copy is in id
+    order, so the id range skips the other row groups, and a temporary copy of millions
+    of rows (every column) cost more than the folds read.
+    """
+    src = TABLE_NAME if whole else f"(SELECT * FROM {TABLE_NAME} WHERE id > {low} AND id <= {high})"
+    _fold(con, src, fresh=fresh, upto=high)
 
 
 def _clear(con: duckdb.DuckDBPyConnection) -> None:
@@ -427,6 +506,47 @@ def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
     """
     with contextlib.suppress(duckdb.TransactionException):
         con.execute("CHECKPOINT")
+
+
+@contextlib.contextmanager
+def one_thread(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """DuckDB on one thread for the block (the setting is the database's), then as before."""
+    (threads,) = con.execute("SELECT current_setting('threads')").fetchall()[0]
+    con.execute("SET threads = 1")
+    try:
+        yield
+    finally:
+        con.execute(f"SET threads = {int(threads)}")
+
+
+@contextlib.contextmanager
+def memory_at_most(
+    con: duckdb.DuckDBPyConnection, limit: str, configured: str | None
+) -> Iterator[None]:
+    """DuckDB's memory limit (the database's) lowered to ``limit`` for the block, then set
+    back to ``configured`` (what the file was opened with: DuckDB shows its limit rounded,
+    so it is not read back). Nothing changes when ``configured`` is None or not higher."""
+    if configured is None or _bytes(configured) <= _bytes(limit):
+        yield
+        return
+    con.execute(f"SET memory_limit = '{_bytes(limit)}B'")
+    try:
+        yield
+    finally:
+        con.execute(f"SET memory_limit = '{_bytes(configured)}B'")
+
+
+_SIZE: Final = re.compile(r"\s*([0-9.]+)\s*([KMGT]?)(I?)B\s*", re.IGNORECASE)
+
+
+def _bytes(size: str) -> int:
+    """Bytes in a DuckDB size setting: ``'3GB'``, ``'512 MiB'``, ``'100B'``."""
+    match = _SIZE.fullmatch(size)
+    if match is None:
+        raise ValueError(f"not a memory size: {size!r}")
+    number, prefix, binary = match.groups()
+    power = "KMGT".index(prefix.upper()) + 1 if prefix else 0
+    return int(float(number) * ((1024 if binary else 1000) ** power))
 
 
 def in_transaction(con: duckdb.DuckDBPyConnection, work: Callable[[], None]) -> None:
@@ -491,14 +611,24 @@ def _refold(con: duckdb.DuckDBPyConnection) -> None:
         "CREATE OR REPLACE TEMP TABLE state_touched_calls AS "
         "SELECT DISTINCT hash(call_id) AS ckey, call_id FROM state_touched_rows"
     )
+    # every row the touched calls have now: they are derived again from those
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE state_touched_call_rows AS SELECT * FROM "
+        f"{TABLE_NAME} WHERE call_id IN (SELECT call_id FROM state_touched_calls)"
+    )
     con.execute(
         "DELETE FROM state_calls WHERE ckey IN (SELECT ckey FROM state_touched_calls) "
         "AND call_id IN (SELECT call_id FROM state_touched_calls)"
     )
-    rows = (
-        f"(SELECT * FROM {TABLE_NAME} WHERE call_id IN (SELECT call_id FROM state_touched_calls))"
+    # a one-row call's entry goes by its row: one of the old versions, or a row it still has
+    con.execute(
+        "DELETE FROM state_single_calls WHERE ckey IN (SELECT ckey FROM state_touched_calls) "
+        "AND (id IN (SELECT id FROM state_removed_rows) "
+        "OR id IN (SELECT id FROM state_touched_call_rows))"
     )
-    con.execute(f"INSERT INTO state_calls {_CALL_PARTS.format(src=rows)}")
+    _stage_calls(con, "state_touched_call_rows", "state_single_calls")
+    con.execute("INSERT INTO state_calls SELECT * FROM state_new_calls")
+    con.execute("DROP TABLE state_new_calls")
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE state_new_rollup AS "
         f"{_ROLLUP_PARTS.format(src='state_new_rows')} UNION ALL {_ROLLUP_NEGATED}"
@@ -516,6 +646,7 @@ def _refold(con: duckdb.DuckDBPyConnection) -> None:
     for table in (
         "state_touched_rows",
         "state_touched_calls",
+        "state_touched_call_rows",
         "state_new_rollup",
         "state_merged_rollup",
     ):

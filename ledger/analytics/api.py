@@ -108,6 +108,9 @@ class Analytics:
             allow_memory=allow_memory,
             memory_limit=memory_limit,
         )
+        # what the file was opened with (none for the in-memory stand-in): a bulk sync
+        # lowers DuckDB's limit while it copies and sets this one back
+        self._memory_limit = None if self.in_memory else memory_limit
         self._lock = threading.Lock()
         try:
             local.ensure_schema(self._con)
@@ -145,7 +148,13 @@ class Analytics:
         with self._lock:
             cursor = self._con.cursor()
             try:
-                self.last_sync = sync(cursor, self._source, full=full, progress=progress)
+                self.last_sync = sync(
+                    cursor,
+                    self._source,
+                    full=full,
+                    progress=progress,
+                    memory_limit=self._memory_limit,
+                )
                 if not self.last_sync.up_to_date_already:
                     prices.refresh(cursor)  # the new rows' models, priced for switch_costs
             finally:
@@ -159,7 +168,12 @@ class Analytics:
         with self._lock, self._source.snapshot() as snapshot:
             cursor = self._con.cursor()
             try:
-                self.last_sync = sync_snapshot(cursor, snapshot, display_url(self._source.url))
+                self.last_sync = sync_snapshot(
+                    cursor,
+                    snapshot,
+                    display_url(self._source.url),
+                    memory_limit=self._memory_limit,
+                )
                 if not self.last_sync.up_to_date_already:
                     prices.refresh(cursor)
                 return verify(cursor, snapshot)

@@ -44,22 +44,23 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
 
 _KEY: Final = "requested_model, actor_id, day_number, gap_ceil_s"
 
-# {src}: transitions (state_transitions' columns); {sign}: 1 to add them, -1 to retract.
-# tokens_lost as sql/switch_moves.sql defines it.
+# {src}: transitions (state_transitions' columns), their sessions in state_sessions;
+# {sign}: 1 to add them, -1 to retract. tokens_lost as sql/switch_moves.sql defines it.
 _PARTS: Final = f"""
 INSERT INTO {_DELTA}
 SELECT {_KEY}, {{sign}} * count(*), {{sign}} * CAST(coalesce(sum(tokens_lost), 0) AS BIGINT)
 FROM (
     SELECT
-        requested_model,
-        actor_id,
-        epoch_us(started_at) // 86400000000 AS day_number,
+        s.requested_model,
+        s.actor_id,
+        epoch_us(t.started_at) // 86400000000 AS day_number,
         CAST(ceil(gap_s) AS BIGINT) AS gap_ceil_s,
         CASE WHEN usage_reported THEN greatest(0,
             least(coalesce(previous_cache_read_tokens, 0), coalesce(input_tokens, 0))
                 - coalesce(cache_read_tokens, 0)) ELSE 0 END AS tokens_lost
-    FROM {{src}}
-    WHERE changed
+    FROM {{src}} AS t
+    JOIN state_sessions AS s USING (sid)
+    WHERE t.changed
 )
 GROUP BY {_KEY}
 """

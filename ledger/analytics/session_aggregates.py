@@ -89,16 +89,18 @@ DELETE FROM state_old_sessions WHERE sid IN (SELECT sid FROM state_disordered);
 DELETE FROM state_transitions WHERE sid IN (SELECT sid FROM state_disordered);
 """
 # The transitions the rows add: each session's last known served attempt seeds
-# the sequence, so the first new attempt pairs with it.
+# the sequence, so the first new attempt pairs with it. A transition names its
+# session by sid only (its session_id, actor_id and model are state_sessions'):
+# writing three strings per transition cost a fifth of a first sync's session fold.
 _TRANSITIONS: Final = """
 WITH seq AS (
-    SELECT sid, session_id, actor_id, requested_model, id, started_at, attempt, ident, has_key,
+    SELECT sid, id, started_at, attempt, ident, has_key,
         input_tokens, cache_read_tokens, usage_reported, false AS seed
     FROM state_rows WHERE served
     UNION ALL
     -- the seed's cache reads come from its row (by id): the first new transition's
     -- previous_cache_read_tokens (what switch_costs says a switch loses)
-    SELECT o.sid, NULL, NULL, NULL, o.last.i, o.last.s, o.last.a, o.last.u, NULL, NULL,
+    SELECT o.sid, o.last.i, o.last.s, o.last.a, o.last.u, NULL, NULL,
         t.cache_read_tokens, NULL, true
     FROM state_old_sessions AS o
     LEFT JOIN (
@@ -116,7 +118,7 @@ paired AS (
     WINDOW w AS (PARTITION BY sid ORDER BY started_at, attempt, id)
 )
 SELECT
-    sid, session_id, actor_id, requested_model, previous_started_at, started_at,
+    sid, previous_started_at, started_at,
     previous_upstream, ident AS upstream, has_key AS key_sent,
     (epoch_us(started_at) - epoch_us(previous_started_at)) / 1e6 AS gap_s,
     ident <> previous_upstream AS changed,
@@ -127,7 +129,12 @@ SELECT
 FROM paired
 WHERE NOT seed AND previous_started_at IS NOT NULL
 """.replace("{table}", TABLE_NAME)
-_NEW_TRANSITIONS: Final = f"CREATE OR REPLACE TEMP TABLE state_new_transitions AS {_TRANSITIONS}"
+# The transitions of the sessions the rows touch: in a rebuild's chunk, those of the
+# sessions it starts (whose sids, the largest, sit in the last row groups) and the few
+# that cross into it; in a sync, the live ones.
+TOUCHED_TRANSITIONS: Final = (
+    "(SELECT * FROM state_transitions WHERE sid IN (SELECT sid FROM state_keys))"
+)
 # The rows' aggregate per session, merged with the session's old one if any.
 _MERGED_SESSIONS: Final = """
 INSERT INTO state_sessions
@@ -145,9 +152,10 @@ WITH part AS (
     FROM state_rows
     GROUP BY sid
 ),
+-- every transition the sessions have now, old and new (TOUCHED_TRANSITIONS)
 moves AS (
     SELECT sid, count(*) AS transitions, count(*) FILTER (WHERE changed) AS changes
-    FROM state_new_transitions
+    FROM {transitions}
     GROUP BY sid
 )
 SELECT
@@ -165,8 +173,8 @@ SELECT
     list_sort(list_distinct(list_concat(o.attempt_upstreams, p.attempt_upstreams))),
     -- merged only for sessions whose new attempts all sort after the old last one
     coalesce(p.last, o.last),
-    coalesce(o.transitions, 0) + coalesce(m.transitions, 0),
-    coalesce(o.changes, 0) + coalesce(m.changes, 0)
+    coalesce(m.transitions, 0),
+    coalesce(m.changes, 0)
 FROM part AS p
 LEFT JOIN state_old_sessions AS o USING (sid)
 LEFT JOIN moves AS m USING (sid)
@@ -178,7 +186,7 @@ def _fold_fresh(con: duckdb.DuckDBPyConnection) -> None:
     straight in (no temporary copy of a million of them), and are what the moves add."""
     con.execute(_OLD_SESSIONS)  # none: what the queries below merge with
     con.execute(f"INSERT INTO state_transitions {_TRANSITIONS}")
-    con.execute(_MERGED_SESSIONS.replace("state_new_transitions", "state_transitions"))
+    con.execute(_MERGED_SESSIONS.replace("{transitions}", "state_transitions"))
     moves.add(con, "state_transitions")
     moves.merge(con)
     for table in ("state_keys", "state_rows", "state_old_sessions"):
@@ -208,29 +216,27 @@ def fold(
         return
     con.execute(_OLD_SESSIONS)
     con.execute(_EVERY_KEY if rederive else _DISORDERED)
+    # Every transition of a touched session leaves state_moves here and comes back
+    # below with the new ones: the new transitions go straight into state_transitions
+    # (a temporary copy of them cost as much as the insert in a rebuild's chunk).
+    moves.retract(con, TOUCHED_TRANSITIONS)
     disordered = con.execute("SELECT count(*) FROM state_disordered").fetchall()[0][0]
-    if disordered:
-        # their transitions are derived again below: out of state_moves with them
-        moves.retract(
-            con, "(SELECT * FROM state_transitions WHERE sid IN (SELECT sid FROM state_disordered))"
-        )
+    if disordered:  # their transitions are derived again below
         bound = (1 << 62) if upto is None else upto
         for statement in _REREAD_DISORDERED.split(";"):  # one parameter, one statement
             if statement.strip():
                 con.execute(statement, {"upto": bound} if "$upto" in statement else None)
-    con.execute(_NEW_TRANSITIONS)
+    con.execute(f"INSERT INTO state_transitions {_TRANSITIONS}")
     con.execute(
         "DELETE FROM state_sessions WHERE sid IN (SELECT sid FROM state_keys WHERE existed)"
     )
-    con.execute(_MERGED_SESSIONS)
-    con.execute("INSERT INTO state_transitions SELECT * FROM state_new_transitions")
-    moves.add(con, "state_new_transitions")
+    con.execute(_MERGED_SESSIONS.replace("{transitions}", TOUCHED_TRANSITIONS))
+    moves.add(con, TOUCHED_TRANSITIONS)
     moves.merge(con)
     for table in (
         "state_keys",
         "state_rows",
         "state_old_sessions",
         "state_disordered",
-        "state_new_transitions",
     ):
         con.execute(f"DROP TABLE {table}")

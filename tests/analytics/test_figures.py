@@ -164,7 +164,15 @@ def test_costs_fallbacks_failures_and_sessions(ledger_url: str, tmp_path: Path) 
 
 def test_unfiltered_figures_read_the_stored_aggregates(ledger_url: str, tmp_path: Path) -> None:
     s = {"session_id": "s", "actor_id": "a", "cost_usd": Decimal("0.001")}
-    insert_rows(ledger_url, [served(0, "A", **s), served(1, "B", **s), served(2, "A", **s)])
+    # calls of two attempts each: a call of one row is read from its row (sql/stored/calls.sql)
+    rows = []
+    for minute, upstream in ((0, "A"), (1, "B"), (2, "A")):
+        call = {"call_id": f"call-{minute}", **s}
+        rows += [
+            failed(minute, upstream, **call),
+            served(minute + 0.1, upstream, attempt=2, **call),
+        ]
+    insert_rows(ledger_url, rows)
     everything = Filters(start=T0 - dt.timedelta(days=1))  # a filter that keeps every row
     with open_analytics(ledger_url, tmp_path) as analytics:
         # edit the copy's rows behind the aggregates' back: only a read of rows sees it
@@ -174,13 +182,13 @@ def test_unfiltered_figures_read_the_stored_aggregates(ledger_url: str, tmp_path
             analytics.top_sessions(),
             analytics.cache_decay_by_key(),
         ]
-        rows = [
+        from_rows = [
             analytics.cost_by_agent(everything),
             analytics.top_sessions(everything),
             analytics.cache_decay_by_key(everything),
         ]
     assert [int(f.calls.sum()) for f in stored] == [3, 3, 2]
-    assert [int(f.calls.sum()) for f in rows] == [2, 2, 1]
+    assert [int(f.calls.sum()) for f in from_rows] == [2, 2, 1]
     assert isinstance(stored[0], pd.DataFrame)
 
 

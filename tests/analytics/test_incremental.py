@@ -19,9 +19,12 @@ from typing import Any
 import duckdb
 import pandas as pd
 import pytest
+from sqlalchemy import delete, update
 
 from ledger.analytics import VIEW_NAMES, Analytics, AnalyticsSettings, aggregates
 from ledger.analytics.views import Filters, filtered_query
+from ledger.schema import token_usage
+from ledger.store.engine import make_engine
 from tests.analytics.builders import edit_copy, failed, insert_rows, response_cache_row, served
 
 UPSTREAMS = ("A", "B", "C", None)  # None: a direct provider, identity = provider
@@ -167,6 +170,40 @@ def test_a_call_whose_attempts_arrive_across_two_syncs_is_one_call(
     assert (one.status, one.attempts, bool(one.fell_back), one.upstream) == ("ok", 2, True, "B")
     assert one.cost_usd == Decimal("0.003")
     assert (costs.calls[0], costs.fallback_calls[0]) == (1, 1)
+
+
+def test_a_call_that_gains_and_loses_attempts_across_syncs_matches_its_rows(
+    ledger_url: str, tmp_path: Path
+) -> None:
+    # a call of one row is read from its row, one of several from the state: it moves
+    # between the two as attempts arrive and go
+    call = {"call_id": "c0000000-0000-4000-8000-000000000002", "session_id": "s"}
+    other = served(0, "A", session_id="s", cost_usd=Decimal("0.004"))
+    insert_rows(ledger_url, [failed(0, "A", attempt=1, cost_usd=Decimal("0.001"), **call), other])
+    engine = make_engine(ledger_url)
+    with _open(ledger_url, tmp_path / "moves.duckdb") as analytics:
+        seen = []
+        insert_rows(ledger_url, [served(0.1, "B", attempt=2, cost_usd=Decimal("0.002"), **call)])
+        for change in (
+            None,
+            delete(token_usage).where(token_usage.c.attempt == 1, token_usage.c.status == "error"),
+            update(token_usage).where(token_usage.c.upstream == "B").values(upstream="C"),
+            delete(token_usage).where(token_usage.c.call_id == call["call_id"]),
+        ):
+            if change is not None:
+                with engine.begin() as conn:
+                    conn.execute(change)
+            analytics.refresh()
+            assert_views_match_rows(analytics)
+            calls = analytics.calls().sort_values("cost_usd")
+            seen.append([(c.attempts, c.upstream, c.cost_usd) for c in calls.itertuples()])
+    engine.dispose()
+    assert seen == [
+        [(2, "B", Decimal("0.003")), (1, "A", Decimal("0.004"))],
+        [(1, "B", Decimal("0.002")), (1, "A", Decimal("0.004"))],
+        [(1, "C", Decimal("0.002")), (1, "A", Decimal("0.004"))],
+        [(1, "A", Decimal("0.004"))],
+    ]
 
 
 def test_a_row_committed_late_in_the_reread_window_is_folded_in(

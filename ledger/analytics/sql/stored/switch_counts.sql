@@ -22,8 +22,8 @@ buckets AS (
 ),
 straddling AS (
     SELECT
-        t.requested_model,
-        t.actor_id,
+        s.requested_model,
+        s.actor_id,
         b.day_number,
         t.gap_s <= k.idle AS is_switch,
         1 AS moves,
@@ -31,9 +31,10 @@ straddling AS (
             least(coalesce(t.previous_cache_read_tokens, 0), coalesce(t.input_tokens, 0))
                 - coalesce(t.cache_read_tokens, 0)) ELSE 0 END AS tokens_lost
     FROM state_transitions AS t
+    JOIN state_sessions AS s USING (sid)
     JOIN (SELECT * FROM buckets WHERE straddles) AS b
-        ON t.requested_model IS NOT DISTINCT FROM b.requested_model
-        AND t.actor_id IS NOT DISTINCT FROM b.actor_id
+        ON s.requested_model IS NOT DISTINCT FROM b.requested_model
+        AND s.actor_id IS NOT DISTINCT FROM b.actor_id
         AND epoch_us(t.started_at) // 86400000000 = b.day_number
         AND CAST(ceil(t.gap_s) AS BIGINT) = b.gap_ceil_s
     CROSS JOIN knob AS k
