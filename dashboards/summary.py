@@ -23,8 +23,28 @@ def total_usd(values: pd.Series) -> Decimal | None:
     return sum(known, Decimal(0)) if known else None
 
 
+NO_KEY_HELP: Final = (
+    "Sessions of the models the key was sent for, without it: models served directly "
+    "never get the key and are left out."
+)
+
+
+def keyable(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the models some session sent the sticky key with.
+
+    The client sends the key only where it means something (OpenRouter); a model
+    served directly (OpenAI, Anthropic) never has it, and its sessions, sticky by
+    construction, would flatter "without the key". When no session sent a key
+    there is nothing to compare, and every row stays.
+    """
+    models = frame.loc[frame["key_sent"].eq(True), "requested_model"]
+    return frame[frame["requested_model"].isin(models)] if len(models) else frame
+
+
 def by_key_sent(frame: pd.DataFrame, numerator: str, denominator: str) -> dict[bool, float | None]:
-    """``sum(numerator) / sum(denominator)`` for rows sent with and without a key."""
+    """``sum(numerator) / sum(denominator)`` for rows sent with and without a key, over the
+    models the key applies to (:func:`keyable`)."""
+    frame = keyable(frame)
     result: dict[bool, float | None] = {}
     for sent in (True, False):
         part = frame[frame["key_sent"] == sent]
@@ -39,9 +59,10 @@ def stickiness_by_key(agent_stickiness: pd.DataFrame) -> dict[bool, float | None
 
 
 def sessions_by_key(agent_stickiness: pd.DataFrame) -> dict[bool, int]:
+    """Sessions with and without the key, over the models the key applies to."""
+    frame = keyable(agent_stickiness)
     return {
-        sent: int(agent_stickiness.loc[agent_stickiness["key_sent"] == sent, "sessions"].sum())
-        for sent in (True, False)
+        sent: int(frame.loc[frame["key_sent"] == sent, "sessions"].sum()) for sent in (True, False)
     }
 
 

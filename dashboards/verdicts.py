@@ -77,9 +77,13 @@ def difference(row: dict[str, Any]) -> str | None:
     pinned_p, best_p = _get(row, "pinned_p95_ms"), _get(row, "best_p95_ms")
     if pinned_p is not None and best_p is not None:
         parts["latency"] = f"p95 {seconds(pinned_p)} vs {seconds(best_p)}"
-    worse = [k for k, flag in (("errors", "errors_worse"), ("latency", "latency_worse"))
-             if bool(_get(row, flag)) and k in parts]  # fmt: skip
-    chosen = [parts[k] for k in (worse or list(parts))]
+    pinned_c, best_c = _get(row, "pinned_cost_per_mtok"), _get(row, "best_cost_per_mtok")
+    if pinned_c is not None and best_c is not None:
+        parts["cost"] = f"${float(pinned_c):.2f} vs ${float(best_c):.2f} per Mtok input"
+    flags = (("errors", "errors_worse"), ("latency", "latency_worse"), ("cost", "cost_worse"))
+    worse = [k for k, flag in flags if bool(_get(row, flag)) and k in parts]
+    # nothing judged worse: the two measures a reader weighs first, not the price
+    chosen = [parts[k] for k in (worse or [k for k in ("errors", "latency") if k in parts])]
     return ", ".join(chosen) if chosen else None
 
 
@@ -89,6 +93,10 @@ def _route(row: dict[str, Any], recommended: list[str]) -> str:
     if pinned is None:
         return "no pinned upstream"
     verdict = str(row["verdict"])
+    ignored = _get(row, "worse_upstreams")
+    if verdict == "warranted" and not recommended and ignored:
+        # an ignore: the sessions spread over the upstreams left, not to one of them
+        return f"ignore {fmt.printable(ignored)}; sticky routing continues over the rest"
     if verdict == "warranted" and best is not None:
         return f"{fmt.printable(pinned)} → {fmt.printable(best)}"
     if verdict == "not_warranted":

@@ -23,7 +23,7 @@ def headline(by_agent: pd.DataFrame) -> None:
         fmt.rate(hits[True]),
         help="Cache-read tokens / input tokens over served attempts.",
     )
-    cols[1].metric("Token hit rate without key", fmt.rate(hits[False]))
+    cols[1].metric("Token hit rate without key", fmt.rate(hits[False]), help=summary.NO_KEY_HELP)
     cols[2].metric(
         "Call hit rate",
         fmt.rate(summary.call_hit_rate(by_agent)),

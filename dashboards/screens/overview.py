@@ -43,12 +43,12 @@ def the_question(chosen: Filters) -> None:
         left, right = st.columns(2)
         left.metric("Stickiness, key sent", fmt.rate(sticky[True]),
                     help="1 − switches / transitions within the idle window.")  # fmt: skip
-        right.metric("Stickiness, no key", fmt.rate(sticky[False]))
+        right.metric("Stickiness, no key", fmt.rate(sticky[False]), help=summary.NO_KEY_HELP)
     with second:
         left, right = st.columns(2)
         left.metric("Cache hits, key sent", fmt.rate(hits[True]),
                     help="Cache-read tokens / input tokens over served attempts.")  # fmt: skip
-        right.metric("Cache hits, no key", fmt.rate(hits[False]))
+        right.metric("Cache hits, no key", fmt.rate(hits[False]), help=summary.NO_KEY_HELP)
     switch_cost(chosen)
 
 

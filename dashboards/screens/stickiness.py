@@ -26,7 +26,7 @@ def headline(frame: pd.DataFrame) -> None:
         fmt.rate(sticky[True]),
         help="1 − switches / transitions within the idle window, sessions sent a key.",
     )
-    cols[1].metric("Stickiness without key", fmt.rate(sticky[False]))
+    cols[1].metric("Stickiness without key", fmt.rate(sticky[False]), help=summary.NO_KEY_HELP)
     cols[2].metric("Sessions with key", fmt.count(sessions[True]))
     cols[3].metric("Sessions without key", fmt.count(sessions[False]))  # fmt: skip
 

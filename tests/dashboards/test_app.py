@@ -71,6 +71,8 @@ def expect_overview(a: Analytics, f: Filters) -> dict[str, str]:
 
 def expect_stickiness(a: Analytics, f: Filters) -> dict[str, str]:
     agents = a.agent_stickiness(f)
+    # "without key" compares like with like: the models some session sent the key for
+    agents = agents[agents["requested_model"].isin(agents[agents["key_sent"]]["requested_model"])]
     out = {}
     for sent, label in ((True, "with key"), (False, "without key")):
         part = agents[agents["key_sent"] == sent]
@@ -83,8 +85,9 @@ def expect_stickiness(a: Analytics, f: Filters) -> dict[str, str]:
 def expect_cache(a: Analytics, f: Filters) -> dict[str, str]:
     hits = a.cache_hits(f)
     out = {"Response-cache hits": f"{int(hits['response_cache_hits'].sum()):,}"}
+    keyed = hits[hits["requested_model"].isin(hits[hits["key_sent"]]["requested_model"])]
     for sent, label in ((True, "with key"), (False, "without key")):
-        part = hits[hits["key_sent"] == sent]
+        part = keyed[keyed["key_sent"] == sent]
         out[f"Token hit rate {label}"] = fmt.rate(
             share(part["cache_read_tokens"].sum(), part["input_tokens"].sum())
         )
