@@ -21,7 +21,7 @@ from rich.console import Console
 
 from ledger.analytics.readonly import check_read_only
 from ledger.cli.report import open_analytics, terminal
-from ledger.cli.tables import fits, frame_table, records
+from ledger.cli.tables import fits, frame_table, records, safe_lines
 
 
 def _plain(value: Any) -> Any:
@@ -79,7 +79,10 @@ def sql(query: str, fmt: str) -> None:
         except duckdb.Error as exc:
             raise click.ClickException(f"query failed: {exc}") from None
     if fmt == "csv":
-        plain_decimals(frame).to_csv(sys.stdout, index=False)
+        text = plain_decimals(frame).to_csv(index=False)
+        # piped, the CSV is the data as stored; on a terminal, an escape sequence in it
+        # would be run, not shown
+        sys.stdout.write(safe_lines(text) if sys.stdout.isatty() else text)
     elif fmt == "json":
         click.echo(to_json(frame))
     else:

@@ -50,6 +50,14 @@ def safe(value: object) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
 
 
+_CONTROL_BUT_NEWLINE: Final = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def safe_lines(text: str) -> str:
+    """:func:`safe` for many lines: every control character escaped but the line break."""
+    return _CONTROL_BUT_NEWLINE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def cell(value: Any, column: str) -> str:
     """A value as the tables show it: money with 2 decimals (4 below $1), rates in %."""
     if value is None or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):

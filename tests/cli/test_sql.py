@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,17 @@ def test_csv_prints_zero_money_as_a_plain_number(
         capsys, "sql", "SELECT CAST(0 AS DECIMAL(20, 10)) AS cost_usd", "--format", "csv"
     )
     assert result.out.splitlines() == ["cost_usd", "0.0000000000"]
+
+
+def test_csv_escapes_control_characters_only_on_a_terminal(
+    four_rows: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    query = "SELECT 'a' || chr(27) || '[31mRED' AS name, 'x' AS other"
+    piped = ledger(capsys, "sql", query, "--format", "csv")
+    assert piped.out.splitlines() == ["name,other", "a\x1b[31mRED,x"]  # the data, as stored
+    monkeypatch.setattr(type(sys.stdout), "isatty", lambda self: True)  # capsys's stream
+    shown = ledger(capsys, "sql", query, "--format", "csv")
+    assert shown.out.splitlines() == ["name,other", "a\\x1b[31mRED,x"]
 
 
 @pytest.mark.parametrize("query", ["", "   ", "/* only a comment */"])
