@@ -43,6 +43,14 @@ def database_url(url: str | URL | None = None) -> URL:
         raise ConfigurationError(
             f"unsupported database {parsed.get_backend_name()!r}: use sqlite:/// or postgresql://"
         )
+    # the drivers we install and test; another (asyncpg, psycopg2, aiosqlite) is not
+    # installed, and would fail later with a traceback instead of this line
+    if parsed.get_driver_name() not in ("pysqlite", "psycopg"):
+        raise ConfigurationError(
+            f"unsupported database driver {parsed.get_driver_name()!r} in the ledger URL: "
+            f"write {parsed.get_backend_name()}:// without a driver (the ledger uses "
+            "psycopg 3 for PostgreSQL and Python's sqlite3)"
+        )
     return parsed
 
 
