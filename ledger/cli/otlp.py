@@ -23,7 +23,11 @@ def otlp(port: int, host: str) -> None:
             f"ledger otlp needs the otel extra (pip install 'ledger[otel]'): {exc}"
         ) from None
     from ledger.store.ledger import Ledger
+    from ledger.store.migrate import check_ledger
 
+    # missing, unreachable or old: the precise error and exit 2, before anything is
+    # bound or created (the ledger's journal directory included)
+    check_ledger()
     with Ledger(exporters=()) as ledger:
         server, receiver = make_server(ledger, host, port)
         click.echo(f"OTLP/HTTP receiver on http://{host}:{port}/v1/traces")

@@ -32,6 +32,7 @@ COMMANDS = [
     pytest.param(["export", "parquet"], id="export"),
     pytest.param(["budget", "check"], id="budget-check"),
     pytest.param(["budget", "status"], id="budget-status"),
+    pytest.param(["otlp", "--port", "0"], id="otlp"),  # a server: refuses before it binds
 ]
 
 
