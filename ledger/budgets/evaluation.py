@@ -136,7 +136,7 @@ def start_of_day(at: dt.datetime) -> dt.datetime:
 def _unknown_note(rows: int, calls: int | None = None) -> str:
     if not rows:
         return ""
-    turns = f"{calls} turn(s), " if calls else ""
+    turns = f"{calls:,} turn(s), " if calls else ""
     return f"; {turns}{rows} row(s) of unknown cost not counted"
 
 
@@ -171,7 +171,7 @@ def _turn_results(budget: Budget, stats: Mapping[str, Any], policy: str) -> list
         reason = (
             f"no turns in the window{_unknown_note(unknown_rows, unknown_calls)}"
             if not known and not unknown_rows
-            else f"{what} over {known} turn(s): {verdict}"
+            else f"{what} over {known:,} turn(s): {verdict}"
             f"{_unknown_note(unknown_rows, unknown_calls)}"
         )
         results.append(

@@ -25,13 +25,17 @@ def export(target: str) -> None:
     with open_analytics(err) as analytics, progress_bar("exporting", err) as update:
         result = export_lake(analytics, target, progress=update)
     added = (
-        f"{result.new_rows} new rows in {result.new_files} files"
+        f"{_count(result.new_rows, 'new row')} in {_count(result.new_files, 'file')}"
         if result.new_rows
         else "nothing new"
     )
-    click.echo(f"{added}; the lake holds {result.total_rows} rows: {result.target}")
+    click.echo(f"{added}; the lake holds {_count(result.total_rows, 'row')}: {result.target}")
     if result.removed_uncommitted:
         click.echo(
             f"removed {result.removed_uncommitted} file(s) an interrupted export left uncommitted",
             err=True,
         )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

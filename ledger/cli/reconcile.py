@@ -111,10 +111,16 @@ def openrouter(since: str, concurrency: int, timeout: float, fmt: str) -> None:
             f"billed yet (retried next run); {report.failed} failed"
         )
         out.print(
-            f"estimated ${report.estimated_usd} vs billed ${report.billed_usd}: "
-            f"drift {'+' if report.drift_usd >= 0 else ''}{report.drift_usd} USD"
+            f"estimated {_usd(report.estimated_usd)} vs billed {_usd(report.billed_usd)}: "
+            f"drift {_usd(report.drift_usd, signed=True)}"
         )
     sys.exit(EXIT_OK)
+
+
+def _usd(amount: Decimal, *, signed: bool = False) -> str:
+    """Every digit there is, none that is not: ``$0.0123``, ``+$0``, never ``0E-10``."""
+    sign = "-" if amount < 0 else "+" if signed else ""
+    return f"{sign}${format(abs(amount).normalize(), ',f')}"
 
 
 EXIT_DRIFT: Final = 1
@@ -170,10 +176,10 @@ def _print_drift(report: DriftReport) -> None:
     drift = report.billed_usd - report.ledger_usd
     out.print(
         Text(
-            f"ledger ${report.ledger_usd} vs billed ${report.billed_usd}: drift "
-            f"{'+' if drift >= 0 else ''}{drift} USD; billed but not in the ledger "
-            f"${report.unledgered_usd}; {len(report.exceeded)} line(s) beyond "
-            f"{report.tolerance.pct}% (floor ${report.tolerance.min_usd})"
+            f"ledger {_usd(report.ledger_usd)} vs billed {_usd(report.billed_usd)}: drift "
+            f"{_usd(drift, signed=True)}; billed but not in the ledger "
+            f"{_usd(report.unledgered_usd)}; {len(report.exceeded)} line(s) beyond "
+            f"{report.tolerance.pct}% (floor {_usd(report.tolerance.min_usd)})"
         )
     )
     unpriced = sum(line.unpriced_rows for line in report.lines)

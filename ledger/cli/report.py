@@ -199,6 +199,8 @@ def verdict_order(verdicts: pd.DataFrame) -> pd.DataFrame:
 def header(out: Console, analytics: Analytics, where: str) -> None:
     options = analytics.ledger_options()
     spend = analytics.overview_totals()["spend_usd"]
+    # no rows: nothing spent; rows none of which is priced: unknown
+    spent = cell(spend, "cost_usd") if spend is not None else "unknown" if options.rows else "$0"
     span = "no rows yet"
     if options.first_at is not None and options.last_at is not None:
         first, last = (t.astimezone(dt.UTC) for t in (options.first_at, options.last_at))
@@ -207,7 +209,7 @@ def header(out: Console, analytics: Analytics, where: str) -> None:
     out.print(
         Text.assemble(
             ("ledger ", "bold"), safe(where), f" · {span} · {options.rows:,} rows · ",
-            f"{cell(spend, 'cost_usd') if spend is not None else 'unknown'} spend",
+            f"{spent} spend",
         )
     )  # fmt: skip
 
