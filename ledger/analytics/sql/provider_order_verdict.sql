@@ -253,7 +253,10 @@ flagged AS (
             CASE WHEN latency_worse THEN printf('p95 %.1f s vs %.1f s',
                 p95_latency_ms / 1000, best_p95_ms / 1000) END,
             CASE WHEN cost_worse THEN printf('$%.2f vs $%.2f per Mtok input',
-                cost_per_mtok, best_cost_per_mtok) END) AS worse_figures
+                cost_per_mtok, best_cost_per_mtok) END) AS worse_figures,
+        row_number() OVER (
+            PARTITION BY requested_model, judgeable AND (errors_worse OR latency_worse OR cost_worse)
+            ORDER BY harm DESC, upstream) AS harm_rank
     FROM judged
 ),
 -- the worse upstreams of each model, and G: the best enough candidate not among them
@@ -268,9 +271,9 @@ worse_set AS (
         string_agg(printf('%s (vs %s: %s)', upstream, best_upstream, worse_figures), ' and '
             ORDER BY harm DESC, upstream) AS worse_detail,
         -- the ones the speaker's sentence does not cover (it is the first by harm)
-        array_to_string(list_slice(
-            list(printf('%s is also worse (%s) than %s', upstream, worse_figures, best_upstream)
-                ORDER BY harm DESC, upstream), 2, -1), '; ') AS also_worse,
+        coalesce(string_agg(CASE WHEN harm_rank > 1 THEN
+                printf('%s is also worse (%s) than %s', upstream, worse_figures, best_upstream)
+            END, '; ' ORDER BY harm DESC, upstream), '') AS also_worse,
         sum(pinned_share) AS worse_share,
         string_agg(CASE WHEN NOT slug_known THEN upstream END, ', ') AS derived_slugs
     FROM flagged
