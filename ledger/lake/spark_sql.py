@@ -122,7 +122,22 @@ def _rewrite_calls(node: exp.Expression) -> exp.Expression:
         return _printf(node)
     if isinstance(node, exp.First) and isinstance(node.this, exp.Order):
         return _ordered_first(node.this)
+    if isinstance(node, exp.Format):
+        return _grouped_integer(node)
     return node
+
+
+def _grouped_integer(node: exp.Format) -> exp.Expression:
+    """DuckDB's ``format('{:,}', n)`` (thousands separators) is Spark's ``format_number(n, 0)``;
+    Spark's ``format_string`` would print the pattern itself."""
+    pattern = node.this
+    if not (
+        isinstance(pattern, exp.Literal) and pattern.this == "{:,}" and len(node.expressions) == 1
+    ):
+        raise ValueError(f"no Spark form for DuckDB format({pattern.sql()}, ...)")
+    return exp.Anonymous(
+        this="format_number", expressions=[node.expressions[0], exp.Literal.number(0)]
+    )
 
 
 def _ordered_first(order: exp.Order) -> exp.Expression:
