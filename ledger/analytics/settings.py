@@ -96,13 +96,17 @@ def analytics_path_for(url: URL) -> Path:
     """The default DuckDB file for a ledger.
 
     ``LEDGER_ANALYTICS_PATH`` wins; a SQLite ledger keeps it beside its file so
-    both travel together; a server ledger gets one in the user's cache
-    directory, named by a hash of its URL without the password (so changing a
-    password keeps the file, and the file name leaks nothing).
+    both travel together, unless its directory is one we may not write (a
+    read-only share); a server ledger, and such a SQLite ledger, get one in the
+    user's cache directory, named by a hash of the URL without the password (so
+    changing a password keeps the file, and the file name leaks nothing).
     """
     if env := os.environ.get(ENV_ANALYTICS_PATH):
         return Path(env)
-    if (path := sqlite_path(url)) is not None:
+    path = sqlite_path(url)
+    if path is not None and (not path.parent.exists() or os.access(path.parent, os.W_OK)):
         return path.with_name(path.name + SQLITE_SIDECAR_SUFFIX)
+    if path is not None:
+        url = url.set(database=str(path.resolve()))
     key = url.render_as_string(hide_password=True).encode()
     return _cache_dir() / f"analytics-{hashlib.sha256(key).hexdigest()[:16]}.duckdb"

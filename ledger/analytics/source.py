@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import urlencode
 
 import adbc_driver_postgresql.dbapi
 import adbc_driver_sqlite.dbapi
@@ -26,7 +27,7 @@ from sqlalchemy.engine import URL
 from ledger.analytics.gaps import Ranges
 from ledger.errors import ConfigurationError, DatabaseUnreachable, SchemaOutOfDate
 from ledger.schema import CHANGES_TABLE, TABLE_NAME, token_usage
-from ledger.store.engine import display_url, sqlite_path
+from ledger.store.engine import display_url, sqlite_path, sqlite_read_options
 from ledger.store.migrate import UPGRADE_COMMAND, head_revision
 
 #: Rows per Arrow batch asked of the drivers: big enough to amortise the calls.
@@ -287,7 +288,7 @@ class LedgerSource:
                     "analytics need a SQLite ledger *file*; an in-memory database "
                     "cannot be read from another connection"
                 )
-            self._uri = f"file:{path}?mode=ro"
+            self._uri = f"file:{path}?{urlencode(sqlite_read_options(path))}"
         elif self.backend == "postgresql":
             self._uri = url.set(drivername="postgresql").render_as_string(hide_password=False)
         else:  # database_url() already refuses these; keep the message precise anyway

@@ -66,6 +66,25 @@ def sqlite_path(url: URL) -> Path | None:
     return Path(url.database)
 
 
+def sqlite_read_options(path: Path) -> dict[str, str]:
+    """The URI options a reader opens the SQLite ledger at ``path`` with; none creates it.
+
+    ``mode=rw`` where the directory is writable, though the reader only reads:
+    the last connection to close a WAL database checkpoints it and deletes its
+    ``-wal`` and ``-shm``, which a read-only connection cannot, so every read
+    would leave them behind. Where the directory is not writable, WAL mode needs
+    the ``-shm`` to exist (``mode=ro``: a writer with more rights has the file
+    open); with none, nobody has it open and only ``immutable=1`` opens it,
+    reading without locks (a writer starting mid-read could be misread, never
+    harmed).
+    """
+    if os.access(path.parent, os.W_OK):
+        return {"mode": "rw"}
+    if path.with_name(path.name + "-shm").exists():
+        return {"mode": "ro"}
+    return {"mode": "ro", "immutable": "1"}
+
+
 def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
     # WAL lets readers (analytics, dashboard) run beside the writer; NORMAL
     # sync is durable across process crashes, which is the failure we guard.

@@ -20,7 +20,13 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError as SAOperationalError
 
 from ledger.errors import DatabaseUnreachable, LedgerMissing, SchemaOutOfDate
-from ledger.store.engine import database_url, display_url, make_engine, sqlite_path
+from ledger.store.engine import (
+    database_url,
+    display_url,
+    make_engine,
+    sqlite_path,
+    sqlite_read_options,
+)
 from ledger.store.partitions import is_partition
 
 _PACKAGE_DIR: Final = Path(__file__).resolve().parent.parent
@@ -82,7 +88,8 @@ def check_schema(engine: Engine, *, where: str | None = None) -> None:
 
 
 def _read_only_sqlite(path: Path) -> Engine:
-    uri = URL.create("sqlite", database=f"file:{path}", query={"mode": "ro", "uri": "true"})
+    query = {**sqlite_read_options(path), "uri": "true"}
+    uri = URL.create("sqlite", database=f"file:{path}", query=query)
     return create_engine(uri)
 
 
