@@ -21,7 +21,7 @@ from rich.console import Console
 
 from ledger.analytics.readonly import check_read_only
 from ledger.cli.report import open_analytics, terminal
-from ledger.cli.tables import fits, frame_table, records, safe_lines
+from ledger.cli.tables import exact_cell, fits, frame_table, records, safe_lines
 
 
 def _plain(value: Any) -> Any:
@@ -95,11 +95,12 @@ def plain_decimals(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def print_table(out: Console, frame: pd.DataFrame) -> None:
-    """A table when it fits the terminal, else one record per block; nothing is cut."""
+    """A table when it fits the terminal, else one record per block; nothing is cut or
+    rounded (:func:`exact_cell`)."""
     title = f"{len(frame):,} row{'s' if len(frame) != 1 else ''}"
-    table = frame_table(title, frame)
+    table = frame_table(title, frame, show=exact_cell)
     if fits(out, table):
         out.print(table)
         return
     out.print(f"{title} (wider than {out.width} columns: one record per block)", style="bold")
-    out.print(records(frame, list(frame.columns)))
+    out.print(records(frame, list(frame.columns), show=exact_cell))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Final
 
@@ -77,6 +77,22 @@ def cell(value: Any, column: str) -> str:
     return safe(value)
 
 
+def exact_cell(value: Any, column: str) -> str:
+    """A value as ad hoc SQL shows it: as stored, nothing rounded or scaled (a float
+    as its shortest exact form, money as plain digits), integers grouped."""
+    if isinstance(value, float) and not math.isnan(value):
+        return repr(value)
+    if isinstance(value, Decimal):
+        return format(value.normalize(), "f") if value else "0"
+    if column == "verdict":
+        return safe(value)
+    return cell(value, column)
+
+
+#: How a table shows a value: :func:`cell` (reports) or :func:`exact_cell` (``ledger sql``).
+CellFormat = Callable[[Any, str], str]
+
+
 def _styled(text: str, column: str, raw: Any) -> Text:
     style = VERDICT_STYLE.get(str(raw), "") if column == "verdict" else ""
     return Text(text, style=style)  # Text: markup in ledger strings stays literal
@@ -92,6 +108,7 @@ def frame_table(
     frame: pd.DataFrame,
     columns: Sequence[str] | None = None,
     headers: Mapping[str, str] | None = None,
+    show: CellFormat = cell,
 ) -> Table:
     """A rich table of ``frame`` (or of its ``columns``) at its natural width, numbers
     right-aligned; ``headers`` relabels columns. Cells never wrap: see :func:`fits`."""
@@ -112,7 +129,7 @@ def frame_table(
         # Text, not str: a str header is parsed for markup and :emoji: codes.
         table.add_column(Text(safe(label)), justify="right" if right else "left", no_wrap=True)
     for row in frame[shown].itertuples(index=False):
-        table.add_row(*(_styled(cell(v, c), c, v) for v, c in zip(row, shown, strict=True)))
+        table.add_row(*(_styled(show(v, c), c, v) for v, c in zip(row, shown, strict=True)))
     return table
 
 
@@ -127,7 +144,10 @@ def fits(console: Console, table: Table) -> bool:
 
 
 def records(
-    frame: pd.DataFrame, columns: Sequence[str], headers: Mapping[str, str] | None = None
+    frame: pd.DataFrame,
+    columns: Sequence[str],
+    headers: Mapping[str, str] | None = None,
+    show: CellFormat = cell,
 ) -> RenderableType:
     """Each row as a block of ``column: value`` lines (values wrap, never cut)."""
     labels = [safe((headers or {}).get(c, c)) for c in columns]
@@ -137,7 +157,7 @@ def records(
         blocks.append(Text(f"-- record {number} --", style="dim"))
         for label, column, value in zip(labels, columns, row, strict=True):
             line = Text(f"{label:<{pad}} : ", style="bold")
-            line.append_text(_styled(cell(value, column), column, value))
+            line.append_text(_styled(show(value, column), column, value))
             blocks.append(line)
     return Group(*blocks)
 

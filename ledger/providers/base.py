@@ -305,5 +305,6 @@ class Provider(ABC):
             "family": cls.family,
             "default_base_url": cls.default_base_url,
             "api_key_env": cls.api_key_env,
+            "base_url_env": cls.base_url_env,
             "capabilities": cls.capabilities.to_dict(),
         }

@@ -86,6 +86,20 @@ def test_csv_prints_zero_money_as_a_plain_number(
     assert result.out.splitlines() == ["cost_usd", "0.0000000000"]
 
 
+def test_the_table_shows_values_as_stored_not_rounded(
+    four_rows: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    query = (
+        "SELECT 0.0036306::DOUBLE AS third, CAST(2.1398115 AS DECIMAL(20, 10)) AS cost_usd, "
+        "0.25::DOUBLE AS hit_rate, 1234567 AS n"
+    )
+    result = ledger(capsys, "sql", query)
+    assert result.code == 0, result.err
+    values = result.out.splitlines()[-1].split()
+    # the report's rounding (0.00, $2.14, 25.0%) would hide what the query asked for
+    assert values == ["0.0036306", "2.1398115", "0.25", "1,234,567"]
+
+
 def test_csv_escapes_control_characters_only_on_a_terminal(
     four_rows: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

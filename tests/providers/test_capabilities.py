@@ -98,12 +98,18 @@ def test_openai_uses_max_completion_tokens() -> None:
     assert body["max_completion_tokens"] == 5 and "max_tokens" not in body
 
 
-def test_cli_lists_every_provider_with_its_capabilities() -> None:
-    result = CliRunner().invoke(cli, ["providers"])
+def test_cli_lists_every_provider_with_its_capabilities_and_variables() -> None:
+    result = CliRunner().invoke(cli, ["providers"], env={"COLUMNS": "80"})
     assert result.exit_code == 0
-    for name in PROVIDERS:
-        assert name in result.output
-    assert "sticky_session" in result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80  # two tables that fit, not one of 150
+    for name, provider in PROVIDERS.items():
+        row = next(line.split() for line in lines if line.startswith(f"{name} "))
+        assert row[1] in {"yes", "no"}  # a capability, not an environment variable
+        assert provider.api_key_env is None or f" {provider.api_key_env} " in result.output
+        assert provider.base_url_env is None or f" {provider.base_url_env}" in result.output
+    openrouter = next(line.split() for line in lines if line.startswith("openrouter "))
+    assert openrouter == ["openrouter", "yes", "explicit", "yes", "yes", "yes", "yes"]
 
 
 def test_cli_json_is_the_capabilities_dto() -> None:
