@@ -56,6 +56,14 @@ def gateway(
     # created (the ledger's journal directory included).
     config = load_config(config_path)
     check_ledger()
+    if not config.models and not config.passthrough:
+        # it would start and answer every call 404 "model not served"
+        click.echo(
+            "ledger gateway: no model is served yet: map public names to routes in "
+            '[gateway.models] ("gpt-4o-mini" = ["openai:gpt-4o-mini"]) or pass '
+            'provider/<model> through (passthrough = ["openrouter"])',
+            err=True,
+        )
     click.echo(f"ledger gateway on http://{host}:{port}/v1", err=True)
     serve(
         config,

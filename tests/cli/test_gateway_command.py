@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +49,23 @@ def test_a_missing_ledger_is_exit_2_before_anything_is_created(
     err = capsys.readouterr().err
     assert "there is no ledger database" in err and "ledger gateway on" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.toml"]  # no journal
+
+
+def test_a_gateway_that_serves_no_model_says_how_to_add_one(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "ledger.toml"
+    config.write_text('[gateway]\nauth = "none"\n')
+    env = {**os.environ, "LEDGER_DATABASE_URL": sqlite_url}
+    command = [sys.executable, "-c", "from ledger.cli import main; main()"]
+    with subprocess.Popen(
+        [*command, "gateway", "--config", str(config), "--port", "0"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as gateway:
+        assert gateway.stderr is not None
+        lines = [gateway.stderr.readline() for _ in range(2)]
+        gateway.terminate()
+    assert "no model is served yet" in lines[0] and "[gateway.models]" in lines[0]
+    assert lines[1].startswith("ledger gateway on")
