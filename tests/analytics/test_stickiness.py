@@ -140,3 +140,25 @@ def test_each_setting_is_described_by_its_own_sentences(ledger_url: str, tmp_pat
     for name, description in by_name.items():
         others = [other for other in by_name if other != name and f"``{other}``:" in description]
         assert not others, (name, others)  # not the paragraph around it
+
+
+def test_an_agent_whose_keyed_sessions_all_failed_has_no_empty_keyless_row(
+    ledger_url: str, tmp_path: Path
+) -> None:
+    reviewer = {"actor_id": "reviewer", "session_key": "app:r:reviewer"}
+    insert_rows(
+        ledger_url,
+        [
+            served(0, "A", session_id="r1", **reviewer),
+            served(1, "A", session_id="r1", **reviewer),
+            # a session whose only attempt failed: nothing served says the key was sent
+            failed(2, "A", session_id="r2", **reviewer),
+        ],
+    )
+    with open_analytics(ledger_url, tmp_path) as analytics:
+        agents = analytics.agent_stickiness()
+        sessions = analytics.session_stickiness()
+    assert agents[["actor_id", "key_sent", "sessions", "calls"]].values.tolist() == [
+        ["reviewer", True, 1, 2]
+    ]
+    assert set(sessions.session_id) == {"r1", "r2"}  # the failed session is still counted there

@@ -9,6 +9,9 @@
 --   pinned_session_share   = among sessions with >= 2 calls, the share whose served
 --                            attempts all went to one upstream identity; null when none
 --   avg_distinct_upstreams = mean of distinct_upstreams over sessions with >= 1 call
+-- A group with no such session has no row: a session whose attempts all failed
+-- has no served attempt to say whether the key was sent, and would show as an
+-- empty "key not sent" row beside the agent's real ones.
 CREATE OR REPLACE VIEW agent_stickiness AS
 SELECT
     actor_id,
@@ -28,4 +31,5 @@ SELECT
         / nullif(count(*) FILTER (WHERE calls >= 2), 0) AS pinned_session_share,
     avg(distinct_upstreams) FILTER (WHERE calls >= 1) AS avg_distinct_upstreams
 FROM session_stickiness
-GROUP BY actor_id, requested_model, key_sent;
+GROUP BY actor_id, requested_model, key_sent
+HAVING count(*) FILTER (WHERE calls >= 1) > 0;
