@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlencode
 
@@ -27,7 +28,12 @@ from sqlalchemy.engine import URL
 from ledger.analytics.gaps import Ranges
 from ledger.errors import ConfigurationError, DatabaseUnreachable, SchemaOutOfDate
 from ledger.schema import CHANGES_TABLE, TABLE_NAME, token_usage
-from ledger.store.engine import display_url, sqlite_path, sqlite_read_options
+from ledger.store.engine import (
+    display_url,
+    release_sqlite_files,
+    sqlite_path,
+    sqlite_read_options,
+)
 from ledger.store.migrate import UPGRADE_COMMAND, head_revision
 
 #: Rows per Arrow batch asked of the drivers: big enough to amortise the calls.
@@ -281,14 +287,16 @@ class LedgerSource:
     def __init__(self, url: URL) -> None:
         self.url = url
         self.backend = url.get_backend_name()
+        self._path: Path | None = None  # a SQLite ledger's file
         if self.backend == "sqlite":
-            path = sqlite_path(url)
+            path = self._path = sqlite_path(url)
             if path is None:
                 raise ConfigurationError(
                     "analytics need a SQLite ledger *file*; an in-memory database "
                     "cannot be read from another connection"
                 )
-            self._uri = f"file:{path}?{urlencode(sqlite_read_options(path))}"
+            options = sqlite_read_options(path, library="adbc")
+            self._uri = f"file:{path}?{urlencode(options)}"
         elif self.backend == "postgresql":
             self._uri = url.set(drivername="postgresql").render_as_string(hide_password=False)
         else:  # database_url() already refuses these; keep the message precise anyway
@@ -371,3 +379,5 @@ class LedgerSource:
             # A kept ADBC SQLite connection goes on reading its first snapshot;
             # opening a file costs next to nothing anyway.
             self.close()
+            if self._path is not None:
+                release_sqlite_files(self._path)

@@ -66,23 +66,51 @@ def sqlite_path(url: URL) -> Path | None:
     return Path(url.database)
 
 
-def sqlite_read_options(path: Path) -> dict[str, str]:
+def sqlite_read_options(path: Path, *, library: str = "sqlite3") -> dict[str, str]:
     """The URI options a reader opens the SQLite ledger at ``path`` with; none creates it.
 
-    ``mode=rw`` where the directory is writable, though the reader only reads:
-    the last connection to close a WAL database checkpoints it and deletes its
-    ``-wal`` and ``-shm``, which a read-only connection cannot, so every read
-    would leave them behind. Where the directory is not writable, WAL mode needs
-    the ``-shm`` to exist (``mode=ro``: a writer with more rights has the file
-    open); with none, nobody has it open and only ``immutable=1`` opens it,
-    reading without locks (a writer starting mid-read could be misread, never
-    harmed).
+    Python's ``sqlite3`` (``library="sqlite3"``) opens ``mode=rw`` where the
+    directory is writable, though it only reads: the last connection to close a
+    WAL database checkpoints it and deletes its ``-wal`` and ``-shm``, which a
+    read-only connection cannot, so every read would leave them behind.
+
+    ADBC's driver (``library="adbc"``) always opens ``mode=ro``: it links its
+    own copy of SQLite, which cannot see the locks of this process's other
+    connections (POSIX locks belong to the process), so closing as the "last"
+    connection it deleted the WAL a ``sqlite3`` writer in the same process was
+    still appending to, and those writes went into an unlinked file. Its files
+    are tidied after it by :func:`release_sqlite_files`.
+
+    Where the directory is not writable, WAL mode needs the ``-shm`` to exist
+    (``mode=ro``: a writer with more rights has the file open); with none,
+    nobody has it open and only ``immutable=1`` opens it, reading without
+    locks (a writer starting mid-read could be misread, never harmed).
     """
-    if os.access(path.parent, os.W_OK):
-        return {"mode": "rw"}
+    writable = os.access(path.parent, os.W_OK)
+    if writable:
+        return {"mode": "rw" if library == "sqlite3" else "ro"}
     if path.with_name(path.name + "-shm").exists():
         return {"mode": "ro"}
     return {"mode": "ro", "immutable": "1"}
+
+
+def release_sqlite_files(path: Path) -> None:
+    """Delete the ``-wal`` and ``-shm`` a read-only reader left beside the SQLite ledger at
+    ``path``, unless a connection (in any process) still has the database open.
+
+    A connection of Python's ``sqlite3`` that reads and closes does it when it is
+    the last: being the library this process writes with, it sees its other
+    connections, and other processes' locks (see :func:`sqlite_read_options`).
+    """
+    if not os.access(path.parent, os.W_OK) or not path.exists():
+        return
+    con = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=0)
+    try:
+        con.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # opens the WAL
+    except sqlite3.Error:
+        pass  # busy or odd: leaving the files is harmless, the next reader tidies
+    finally:
+        con.close()
 
 
 def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: Any) -> None:

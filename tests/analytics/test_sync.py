@@ -21,7 +21,9 @@ from ledger.analytics import (
     analytics_path_for,
 )
 from ledger.analytics import sync as sync_module
+from ledger.events import UsageEvent
 from ledger.store.engine import database_url, make_engine
+from ledger.store.ledger import Ledger
 from ledger.store.migrate import upgrade
 from tests.analytics.builders import T0, at, insert_rows, open_analytics, served
 
@@ -275,3 +277,41 @@ def test_a_bulk_sync_in_many_chunks_and_steps_copies_every_row_once(
             "FROM token_usage"
         )
     assert copied.iloc[0].tolist() == [23, 23, sum(range(23))]
+
+
+def test_a_writer_and_a_reader_in_one_process_lose_no_write(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """A budget guard syncs the copy inside the process that records. The ADBC reader
+    links its own SQLite, blind to this process's writer: opened read-write, its close
+    deleted the writer's WAL, and every later write went into the unlinked file."""
+
+    def event(n: int) -> UsageEvent:
+        return UsageEvent(
+            started_at=at(n),
+            requested_provider="openai",
+            requested_model="m",
+            provider="openai",
+            status="ok",
+            input_tokens=n,
+        )
+
+    with (
+        Ledger(sqlite_url, journal_dir=tmp_path / "journal") as ledger,
+        open_analytics(sqlite_url, tmp_path) as analytics,
+    ):
+        for n in (1, 2, 3):
+            ledger.record(event(n))
+            assert ledger.flush(30)
+            analytics.refresh()
+            assert analytics.sql("SELECT count(*) AS n FROM token_usage").n[0] == n
+    count = (
+        "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("
+        "'SELECT count(*) FROM token_usage').fetchone()[0])"
+    )
+    after = subprocess.run(
+        [sys.executable, "-c", count, str(tmp_path / "ledger.db")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert after.stdout.strip() == "3"  # every write reached the file another process reads
+    assert not list(tmp_path.glob("ledger.db-*"))  # and the last to close tidied up
