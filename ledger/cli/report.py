@@ -23,6 +23,7 @@ import click
 import pandas as pd  # type: ignore[import-untyped]
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 from rich.text import Text
 
 from ledger.analytics import Analytics
@@ -221,19 +222,25 @@ def verdict_lines(out: Console, verdicts: pd.DataFrame) -> None:
         out.print("provider.order verdicts: no model yet")
         return
     out.print(Text("provider.order verdicts:", style="bold"))
+    # A grid, not indented text: a headline wrapped at 80 columns continues under
+    # its own first word instead of at column 0, where it read as another verdict.
+    lines = Table.grid()
+    lines.add_column(width=4, no_wrap=True)
+    lines.add_column()
     for row in verdicts.to_dict("records"):
         verdict = str(row["verdict"])
-        line = Text("  ")
+        line = Text()
         line.append(safe(row["requested_model"]), style="bold")
         line.append(": ")
         line.append(VERDICT_WORDS.get(verdict, safe(verdict)), style=VERDICT_STYLE.get(verdict))
         headline = row.get("headline")
         if isinstance(headline, str) and headline:
             line.append(f" — {safe(headline)}")
-        out.print(line)
+        lines.add_row("  • ", line)
         paste = row.get("recommendation")
         if isinstance(paste, str) and paste:  # what to paste, where the answer is read
-            out.print(Text(f'    paste: "provider": {safe(paste)}', style="bold"))
+            lines.add_row("", Text(f'paste: "provider": {safe(paste)}', style="bold"))
+    out.print(lines)
 
 
 @click.command()

@@ -87,9 +87,9 @@ def test_a_warranted_verdict_says_what_to_paste_under_its_line(
         "LEDGER_ANALYTICS_PATH": str(tmp_path / "analytics.duckdb"),
         "COLUMNS": "200",
     }
-    lines = ledger_cli("report", env=env).stdout.splitlines()
-    at = next(i for i, line in enumerate(lines) if line.startswith("  minority:"))
-    assert lines[at].startswith("  minority: warranted — Ignore Amazon Bedrock")
+    lines = [line.rstrip() for line in ledger_cli("report", env=env).stdout.splitlines()]
+    at = next(i for i, line in enumerate(lines) if line.startswith("  • minority:"))
+    assert lines[at].startswith("  • minority: warranted — Ignore Amazon Bedrock")
     assert lines[at + 1] == '    paste: "provider": {"ignore":["amazon-bedrock"]}'
 
 
@@ -114,10 +114,13 @@ def test_report_fits_the_terminal_and_states_every_verdict(
     assert lines[0].startswith("ledger ") and "rows" in result.stdout.split("\n\n")[0]
     verdicts = expected_verdicts(env, tmp_path)
     assert len(verdicts) >= 3
-    flowing = " ".join(line.rstrip() for line in lines)  # rich wraps long lines at spaces
+    at = lines.index("provider.order verdicts:") + 1
+    block = lines[at : lines.index("", at)]
+    assert all(line.startswith("  ") for line in block), block  # a wrapped line stays indented
+    flowing = " ".join(result.stdout.split())  # rich wraps long lines at spaces
     for model, words in verdicts:
-        assert any(line.startswith(f"  {model}:") for line in lines), model  # the name whole
-        assert f"  {model}: {words}" in flowing, (model, words)
+        assert any(line.startswith(f"  • {model}:") for line in lines), model  # the name whole
+        assert " ".join(f"• {model}: {words}".split()) in flowing, (model, words)
     assert "not_warranted" not in result.stdout and "insufficient_data" not in result.stdout
     for title in ("Sticky routing per agent", "Prompt-cache hits per agent",
                   "Cost by responding provider", "provider.order verdicts"):  # fmt: skip
