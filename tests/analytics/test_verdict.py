@@ -161,6 +161,8 @@ def test_a_bad_majority_upstream_orders_the_best_first(verdicts: pd.DataFrame) -
     assert row.monthly_effect_usd == Decimal("-1.8")
     assert row.headline.startswith("Order Anthropic first: Amazon Bedrock 20.0% errors vs 0.0%")
     assert "Concentration risk: Anthropic would take all of the model's traffic" in row.reason
+    # one unit throughout: the figures in seconds, as the headline says them
+    assert "p95 3.00 s (CI 3.00-3.00 s)" in row.reason and " ms" not in row.reason
 
 
 def test_upstreams_alike_are_not_warranted(verdicts: pd.DataFrame) -> None:
@@ -168,7 +170,10 @@ def test_upstreams_alike_are_not_warranted(verdicts: pd.DataFrame) -> None:
     assert row.verdict == "not_warranted"
     assert pd.isna(row.recommendation) and pd.isna(row.monthly_effect_usd)
     assert row.sessions_affected_share == 0
-    assert row.headline == "Keep routing: no pinned upstream is worse beyond the margins"
+    assert row.headline == (
+        "Keep routing: no pinned upstream is worse beyond the margins"
+        " (errors +2.0 points, p95 +25%, price +10%)"
+    )
     assert (row.judged_upstreams, row.worse_upstreams) == ("Anthropic, Azure", "")
 
 

@@ -230,3 +230,13 @@ def test_every_pinned_upstream_with_a_material_share_is_judged(
     assert (row.judged_upstreams, row.worse_upstreams) == ("P, R", "R")
     assert row.pinned_share == pytest.approx(12 / 30)
     assert row.reason.startswith("Pinned R errs 40.0%")
+
+
+def test_one_attempt_reads_as_one(sqlite_url: str, tmp_path: Path) -> None:
+    record(sqlite_url, tmp_path, pinned("solo", "P", 1, 1))
+    row = verdicts_of(sqlite_url, tmp_path).loc["solo"]
+    assert row.verdict == "insufficient_data"
+    assert row.headline == "Not enough data: P has 1 attempt, 50 needed to judge"
+    assert row.reason == (
+        "Pinned upstream P has 1 attempt and 1 latency sample, fewer than the 50 needed."
+    )

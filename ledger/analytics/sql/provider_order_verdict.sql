@@ -432,7 +432,10 @@ projected AS (
         sw.unpriced AS switch_unpriced,
         2592000.0 / nullif(sp.span_s, 0) AS month_scale,
         k.min_samples,
-        k.max_cost_increase
+        k.max_cost_increase,
+        -- the margins as the text says them
+        printf('errors +%.1f points, p95 +%.0f%%, price +%.0f%%',
+            100 * k.error_margin, 100 * k.latency_margin, 100 * k.cost_margin) AS margins
     FROM models AS m
     CROSS JOIN knobs AS k
     CROSS JOIN span AS sp
@@ -470,25 +473,29 @@ decided AS (
         END AS verdict,
         CASE
             WHEN error_rates_observable THEN printf(
-                '%s errs %.1f%% (CI %.1f-%.1f%%) of %d attempts, p95 %.0f ms (CI %.0f-%.0f), %s/Mtok input, %.0f%% cache hits',
+                '%s errs %.1f%% (CI %.1f-%.1f%%) of %d attempt%s, p95 %.2f s (CI %.2f-%.2f s), %s/Mtok input, %.0f%% cache hits',
                 upstream, 100 * error_rate, 100 * error_low, 100 * error_high, attempts,
-                p95_latency_ms, p95_low_ms, p95_high_ms,
+                CASE WHEN attempts = 1 THEN '' ELSE 's' END,
+                p95_latency_ms / 1000, p95_low_ms / 1000, p95_high_ms / 1000,
                 coalesce(printf('$%.4f', cost_per_mtok), 'unknown cost'), 100 * hit_rate)
             ELSE printf(
-                '%s (%d attempts) p95 %.0f ms (CI %.0f-%.0f), %s/Mtok input, %.0f%% cache hits',
-                upstream, attempts, p95_latency_ms, p95_low_ms, p95_high_ms,
+                '%s (%d attempt%s) p95 %.2f s (CI %.2f-%.2f s), %s/Mtok input, %.0f%% cache hits',
+                upstream, attempts, CASE WHEN attempts = 1 THEN '' ELSE 's' END,
+                p95_latency_ms / 1000, p95_low_ms / 1000, p95_high_ms / 1000,
                 coalesce(printf('$%.4f', cost_per_mtok), 'unknown cost'), 100 * hit_rate)
         END AS pinned_figures,
         CASE
             WHEN error_rates_observable THEN printf(
-                '%s errs %.1f%% (CI %.1f-%.1f%%) of %d attempts, p95 %.0f ms (CI %.0f-%.0f), %s/Mtok input, %.0f%% cache hits',
+                '%s errs %.1f%% (CI %.1f-%.1f%%) of %d attempt%s, p95 %.2f s (CI %.2f-%.2f s), %s/Mtok input, %.0f%% cache hits',
                 best_upstream, 100 * best_error_rate, 100 * best_error_low,
-                100 * best_error_high, best_attempts, best_p95_ms, best_p95_low_ms,
-                best_p95_high_ms, coalesce(printf('$%.4f', best_cost_per_mtok), 'unknown cost'),
+                100 * best_error_high, best_attempts,
+                CASE WHEN best_attempts = 1 THEN '' ELSE 's' END, best_p95_ms / 1000,
+                best_p95_low_ms / 1000, best_p95_high_ms / 1000, coalesce(printf('$%.4f', best_cost_per_mtok), 'unknown cost'),
                 100 * best_hit_rate)
             ELSE printf(
-                '%s (%d attempts) p95 %.0f ms (CI %.0f-%.0f), %s/Mtok input, %.0f%% cache hits',
-                best_upstream, best_attempts, best_p95_ms, best_p95_low_ms, best_p95_high_ms,
+                '%s (%d attempt%s) p95 %.2f s (CI %.2f-%.2f s), %s/Mtok input, %.0f%% cache hits',
+                best_upstream, best_attempts, CASE WHEN best_attempts = 1 THEN '' ELSE 's' END,
+                best_p95_ms / 1000, best_p95_low_ms / 1000, best_p95_high_ms / 1000,
                 coalesce(printf('$%.4f', best_cost_per_mtok), 'unknown cost'),
                 100 * best_hit_rate)
         END AS best_figures
@@ -565,8 +572,9 @@ SELECT
         WHEN verdict = 'insufficient_data' AND upstream IS NULL
             THEN 'Not enough data: no session is pinned to one OpenRouter upstream yet'
         WHEN verdict = 'insufficient_data'
-            THEN printf('Not enough data: %s has %d attempts, %d needed to judge',
-                upstream, attempts, CAST(min_samples AS BIGINT))
+            THEN printf('Not enough data: %s has %d attempt%s, %d needed to judge',
+                upstream, attempts, CASE WHEN attempts = 1 THEN '' ELSE 's' END,
+                CAST(min_samples AS BIGINT))
         WHEN verdict = 'warranted' AND kind = 'ignore'
             THEN printf('Ignore %s, on %.0f%% of sessions', worse_detail, 100 * worse_share)
         WHEN verdict = 'warranted'
@@ -578,7 +586,7 @@ SELECT
         WHEN worse_names IS NOT NULL
             THEN printf('Keep routing: %s is worse (%s) but no better upstream has enough data',
                 worse_names, worse_figures)
-        ELSE 'Keep routing: no pinned upstream is worse beyond the margins'
+        ELSE printf('Keep routing: no pinned upstream is worse beyond the margins (%s)', margins)
     END AS headline,
     CASE WHEN verdict = 'warranted' THEN proposal END AS recommendation,
     CASE WHEN verdict IN ('warranted', 'not_warranted') AND kind IS NOT NULL
@@ -593,8 +601,9 @@ SELECT
             THEN 'No session is pinned to a single OpenRouter upstream yet, so there is nothing to judge.'
         WHEN NOT any_judgeable AND NOT enough
             THEN printf(
-                'Pinned upstream %s has %d attempts and %d latency samples, fewer than the %d needed.',
-                upstream, attempts, latency_samples, CAST(min_samples AS BIGINT))
+                'Pinned upstream %s has %d attempt%s and %d latency sample%s, fewer than the %d needed.',
+                upstream, attempts, CASE WHEN attempts = 1 THEN '' ELSE 's' END, latency_samples,
+                CASE WHEN latency_samples = 1 THEN '' ELSE 's' END, CAST(min_samples AS BIGINT))
         WHEN NOT any_judgeable
             THEN printf(
                 'Pinned upstream %s has no alternative with at least %d attempts to compare against.',
@@ -623,8 +632,8 @@ SELECT
                 100 * max_cost_increase, upstream, worse_figures)
                 || sort_note || switch_note || errors_note
         ELSE printf(
-            'Pinned %s is not worse beyond the margins with confidence than %s: provider routing is not warranted%s.',
-            pinned_figures, best_figures,
+            'Pinned %s is not worse beyond the margins (%s) with confidence than %s: provider routing is not warranted%s.',
+            pinned_figures, margins, best_figures,
             coalesce('; too few attempts to judge ' || unjudged, ''))
             || switch_note || errors_note
     END AS reason,
