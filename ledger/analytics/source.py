@@ -243,6 +243,15 @@ class LedgerSnapshot:
         """Every change's ``seq`` (a rebuild records the log's gaps from them)."""
         return self._int_table(f"SELECT seq FROM {CHANGES_TABLE}", ("seq",))  # noqa: S608
 
+    def log_is_dense(self, max_seq: int) -> bool:
+        """Whether this snapshot sees every seq from 1 to ``max_seq``: a log with no gap.
+
+        A rolled-back or still running writer leaves one (on PostgreSQL); the
+        seqs are positive and unique, so a count settles it without reading them.
+        """
+        sql = f"SELECT count(*) FROM {CHANGES_TABLE} WHERE seq <= {int(max_seq)}"  # noqa: S608
+        return int(self._one_row(sql)[0]) == max_seq
+
     def rows(self) -> Iterator[pa.RecordBatch]:
         """Every row, in id order, as Arrow batches."""
         return self._batches(self._select(""))

@@ -214,26 +214,35 @@ def _write_marks(
     name: str,
     cursor: Cursor | None,
     horizon: Horizon,
-    seen: pa.Table,
+    seen: pa.Table | None,
     closed_before: tuple[int, int],
 ) -> gaps.Closed:
-    """Record the change log read up to ``horizon`` (gaps, cursor) and the copy's extent."""
+    """Record the change log read up to ``horizon`` (gaps, cursor) and the copy's extent.
+
+    ``seen``: the seqs read (a ``seq`` column); None when every seq up to the
+    horizon was, which leaves no gap.
+    """
     old_max = 0 if cursor is None else cursor.max_seq
-    closed = gaps.update(
-        con,
-        seen,
-        old_max=old_max,
-        new_max=max(old_max, horizon.max_seq),
-        xmin=horizon.xmin,
-        xid_bound=snap.xid_bound,
-        now=dt.datetime.now(dt.UTC),
-    )
+    new_max = max(old_max, horizon.max_seq)
+    if seen is None:
+        gaps.clear(con)
+        closed = gaps.Closed()
+    else:
+        closed = gaps.update(
+            con,
+            seen,
+            old_max=old_max,
+            new_max=new_max,
+            xmin=horizon.xmin,
+            xid_bound=snap.xid_bound,
+            now=dt.datetime.now(dt.UTC),
+        )
     con.execute("DELETE FROM ledger_cursor")
     con.execute(
         "INSERT INTO ledger_cursor VALUES (?, ?, ?, ?)",
         [
             name,
-            max(old_max, horizon.max_seq),
+            new_max,
             closed_before[0] + closed.final,
             closed_before[1] + closed.expired,
         ],
@@ -426,7 +435,11 @@ def _apply_in_steps(
     with prefetch.prefetched(_chunks(batches)) as chunks:
         copied = _copy_in_steps(con, chunks, total, progress, memory_limit)
     aggregates.rebuild_in_steps(con)
-    seen = snap.all_seqs() if changes is None else changes
+    if changes is not None:
+        seen: pa.Table | None = changes
+    else:  # a rebuild: the log's gaps are what it has not got, none in a dense log,
+        # where reading every seq to find that out cost 4 s and 1 GiB at 10M rows
+        seen = None if snap.log_is_dense(horizon.max_seq) else snap.all_seqs()
 
     def finish() -> None:
         before = (0, 0) if cursor is None else (cursor.gaps_closed, cursor.gaps_expired)
