@@ -244,6 +244,8 @@ class CPU:
     def __init__(self, server: Callable[[], float] | None = None) -> None:
         self._server = server
         self.process = self.thread = self.backend = 0.0
+        #: Wall seconds of end to end's record() loop, and of the flush after it.
+        self.loop = self.tail = 0.0
 
     def start(self) -> None:
         self._at = (time.process_time(), time.thread_time(), self._server_now())
@@ -275,9 +277,12 @@ def _end_to_end(
     cpu.start()
     for e in events:
         led.record(e)
+    looped = time.perf_counter()
     assert led.flush(timeout=600)
     cpu.stop()
     seconds = time.perf_counter() - t0
+    cpu.loop += looped - t0
+    cpu.tail += seconds - (looped - t0)
     led.close()
     return seconds
 
@@ -486,6 +491,12 @@ def bench_postgres(tmp: Path, events: list[UsageEvent], pg: str, rounds: int) ->
                 f"  CPU/row {label:<17} client {c.process * us:5.2f} us "
                 f"(calling thread {c.thread * us:5.2f}), server {c.backend * us:5.2f} us"
             )
+        e2e_cpu = cpus["e2e"]
+        print(
+            f"  end to end, wall per row: the record() loop {e2e_cpu.loop * us:5.2f} us "
+            f"(its thread's CPU {e2e_cpu.thread * us:5.2f}; the rest it did not run, mostly "
+            f"waiting for the GIL), then flush() {e2e_cpu.tail * us:5.2f} us (the writer's backlog)"
+        )
         total = {k: c.process + c.backend for k, c in cpus.items()}
         print(f"  CPU ratio COPY / record() + flush: {total['copy'] / total['e2e']:4.0%}")
     finally:
