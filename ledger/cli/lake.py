@@ -33,7 +33,8 @@ def derive(target: str) -> None:
         click.echo(f"nothing new: the state reflects all {result.total_rows:,} rows: {target}")
         return
     how = "derived from the whole lake" if result.rebuilt else "folded in"
+    rows = f"{result.folded_rows:,} row{'' if result.folded_rows == 1 else 's'}"
     click.echo(
-        f"{result.folded_rows:,} rows {how}; the state reflects {result.total_rows:,} rows "
+        f"{rows} {how}; the state reflects {result.total_rows:,} rows "
         f"({time.perf_counter() - started:.1f} s): {target}"
     )

@@ -170,8 +170,44 @@ def lake_dataset(filesystem: pafs.FileSystem, root: str, manifest: mf.Manifest) 
     return pads.dataset(paths, schema=lake_schema(), filesystem=filesystem, format="parquet")
 
 
-def table_dataset(filesystem: pafs.FileSystem, root: str, state: State, table: str) -> pads.Dataset:
-    return pads.dataset(f"{root}/{state.path(table)}", filesystem=filesystem, format="parquet")
+def register_rows(
+    con: duckdb.DuckDBPyConnection,
+    filesystem: pafs.FileSystem,
+    root: str,
+    manifest: mf.Manifest,
+) -> None:
+    """``token_usage`` in ``con``: the lake's committed files.
+
+    On a local disk DuckDB reads them with its own Parquet reader (a scan of
+    100M rows several times faster than through Arrow, in parallel, with
+    statistics), unless an older file lacks a column (the Arrow dataset then
+    fills it with NULLs); elsewhere through ``pyarrow.dataset``, which reads any
+    ``pyarrow.fs`` target without DuckDB extensions.
+    """
+    paths = [f"{root}/{f.path}" for f in manifest.files]
+    if isinstance(filesystem, pafs.LocalFileSystem) and paths:
+        rows = con.read_parquet(paths, hive_partitioning=False, union_by_name=True)
+        if set(lake_schema().names) <= set(rows.columns):
+            rows.create_view(TABLE_NAME)
+            return
+    con.register(TABLE_NAME, lake_dataset(filesystem, root, manifest))
+
+
+def register_state(
+    con: duckdb.DuckDBPyConnection, filesystem: pafs.FileSystem, root: str, state: State
+) -> None:
+    """Every state table of ``state`` in ``con``, by its name (read as :func:`register_rows`)."""
+    for table in TABLES:
+        _register_table(con, table, filesystem, f"{root}/{state.path(table)}")
+
+
+def _register_table(
+    con: duckdb.DuckDBPyConnection, name: str, filesystem: pafs.FileSystem, path: str
+) -> None:
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        con.read_parquet(path).create_view(name)
+    else:
+        con.register(name, pads.dataset(path, filesystem=filesystem, format="parquet"))
 
 
 def derive(target: str | Path, *, progress: DeriveProgress | None = None) -> DeriveResult:
@@ -225,7 +261,7 @@ def _workspace(
         try:
             con.execute("SET TimeZone = 'UTC'")
             con.execute("SET temp_directory = $dir", {"dir": str(Path(work) / "spill")})
-            con.register(TABLE_NAME, lake_dataset(filesystem, root, manifest))
+            register_rows(con, filesystem, root, manifest)
             aggregates.ensure_tables(con)
             yield con
         finally:
@@ -237,9 +273,9 @@ def _load(
 ) -> None:
     """The committed state's tables into the workspace, and its ``state_meta``."""
     for table in TABLES:
-        con.register("state_loaded", table_dataset(filesystem, root, state, table))
+        _register_table(con, "state_loaded", filesystem, f"{root}/{state.path(table)}")
         con.execute(f"INSERT INTO {table} SELECT * FROM state_loaded")  # noqa: S608
-        con.unregister("state_loaded")
+        con.execute("DROP VIEW state_loaded")
     max_id = state.exported[-1][1] if state.exported else None
     con.execute(
         "INSERT INTO state_meta VALUES (?, ?, ?)", [state.state_version, state.rows, max_id]

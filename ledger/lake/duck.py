@@ -2,8 +2,9 @@
 
 For an analyst with the lake and no ledger: ``connect("s3://bucket/ledger")``
 returns an in-memory DuckDB connection where ``token_usage`` is the lake's
-committed rows (read through ``pyarrow.dataset``, so any ``pyarrow.fs`` target
-works without DuckDB extensions) and every analytics view is defined over it.
+committed rows (on a local disk read by DuckDB's own Parquet reader; elsewhere
+through ``pyarrow.dataset``, so any ``pyarrow.fs`` target works without DuckDB
+extensions) and every analytics view is defined over it.
 
 When the lake has a derived state that reflects exactly its committed rows
 (``ledger lake derive``, :mod:`ledger.lake.derive`), the state tables are
@@ -32,7 +33,6 @@ from ledger.lake.views import (
     model_prices,
     settings_values,
 )
-from ledger.schema import TABLE_NAME
 
 
 def dataset(target: str | Path) -> pads.Dataset:
@@ -51,10 +51,9 @@ def connect(
     state = derive.current(filesystem, root, manifest, target=str(target))
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    con.register(TABLE_NAME, derive.lake_dataset(filesystem, root, manifest))
+    derive.register_rows(con, filesystem, root, manifest)
     if state is not None:
-        for table in derive.TABLES:
-            con.register(table, derive.table_dataset(filesystem, root, state, table))
+        derive.register_state(con, filesystem, root, state)
     prices.ensure_table(con)
     rows = model_prices(con.execute(PROVIDER_ATTEMPTS).fetchall())
     if rows:
