@@ -35,6 +35,7 @@ from ledger.schema import TABLE_NAME
 VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
     "transitions": (),
     "calls": (),
+    "call_groups": ("calls",),
     "session_stickiness": ("transitions",),
     "agent_stickiness": ("session_stickiness",),
     "cache_hits": (),

@@ -200,12 +200,15 @@ _KILLED_CHILD = textwrap.dedent(
 
 
 def _killed_derive(lake: Path) -> None:
+    # its workspace goes beside the lake: a killed process leaves its temporary directory
+    scratch = lake.parent / "scratch"
+    scratch.mkdir(exist_ok=True)
     child = subprocess.run(
         [sys.executable, "-c", _KILLED_CHILD, str(lake)],
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), "TMPDIR": str(scratch)},
     )
     assert child.returncode == -signal.SIGKILL, child.stderr
 
