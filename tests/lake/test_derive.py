@@ -106,6 +106,9 @@ def test_the_views_over_the_derived_state_equal_those_from_rows_and_the_analytic
     assert (result.rebuilt, result.folded_rows, result.generation) == (True, result.total_rows, 1)
     over_state = _connect_quietly(lake)
     assert over_state.execute("SELECT count(*) FROM state_rollup").fetchone() != (0,)
+    for figure in ("fallback_cost", "state_calls", "failed_attempts", "response_cache_models"):
+        # the workload has fallbacks, calls of several rows and response-cache hits
+        assert over_state.execute(f"SELECT count(*) FROM {figure}").fetchone() != (0,), figure
     assert _views_differ(over_state, from_rows) == []
     with Analytics(url, path=root / "copy.duckdb") as analytics:
         assert _views_differ(over_state, _Copy(analytics)) == []
