@@ -12,9 +12,9 @@ WITH edges AS (
 bucketed AS (
     SELECT
         -- the edges below the gap, counted without a lambda per transition (4 or 5 edges)
-        CAST(t.gap_s > edges.e[1] AS INTEGER) + CAST(t.gap_s > edges.e[2] AS INTEGER)
-            + CAST(t.gap_s > edges.e[3] AS INTEGER) + CAST(t.gap_s > edges.e[4] AS INTEGER)
-            + CAST(coalesce(t.gap_s > edges.e[5], false) AS INTEGER) AS gap_order,
+        CAST(t.gap_s > edges.e[1] AS BIGINT) + CAST(t.gap_s > edges.e[2] AS BIGINT)
+            + CAST(t.gap_s > edges.e[3] AS BIGINT) + CAST(t.gap_s > edges.e[4] AS BIGINT)
+            + CAST(coalesce(t.gap_s > edges.e[5], false) AS BIGINT) AS gap_order,
         t.key_sent,
         t.input_tokens,
         t.cache_read_tokens,
