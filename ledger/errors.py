@@ -13,6 +13,7 @@
     │   └── SchemaOutOfDate          the schema is not at the code's Alembic head
     ├── JournalError                 the journal cannot be created or written (also an OSError)
     ├── ReadOnlyQuery                ad hoc SQL would change the analytics copy: refused
+    ├── LakeEmpty                    a lake target holds no exported rows (nothing to derive)
     ├── TooManyRequests              our rate limiter refused a client (HTTP 429, retry_after)
     ├── AllProvidersFailed           every route of a cascade failed (HTTP 503, retry_after)
     ├── BudgetExceeded               the budget guard refused a call before sending it
@@ -79,6 +80,15 @@ class LedgerMissing(DatabaseError):
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class LakeEmpty(LedgerError):
+    """A lake target (``ledger lake derive TARGET``) holds no exported rows: it does not
+    exist, or no ``ledger export`` committed anything there. ``target`` is as given."""
+
+    def __init__(self, message: str, *, target: str) -> None:
+        super().__init__(message)
+        self.target = target
 
 
 class ReadOnlyQuery(LedgerError):

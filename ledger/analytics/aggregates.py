@@ -28,8 +28,9 @@ views stored in the file (``sql/stored/<name>.sql``) read those instead:
 ``state_rollup``
     row counts and token/cost sums per (agent, model, provider, upstream,
     key_sent, status, response_cache_hit, attempt >= 1, usage_reported,
-    abandoned): ``cache_hits``, the scorecard's counts and the verdict's keyless
-    hit rate are sums over it. Rates take their token sums and denominators
+    abandoned, served model, error_type): ``cache_hits``, the scorecard's
+    counts, the verdict's keyless hit rate, ``failed_attempts`` and
+    ``prompt_cache_reads`` are sums over it. Rates take their token sums and denominators
     from the ``usage_reported`` rows only, so a missing usage never counts as
     zero; an ``abandoned`` attempt (the caller left) is no upstream error.
 ``state_upstreams`` / ``state_latency``
@@ -37,6 +38,10 @@ views stored in the file (``sql/stored/<name>.sql``) read those instead:
     integers and doubles, for the quantiles and the p95 intervals; a band of
     each group around its p95 is also kept apart, where the p95 and its
     interval are read (:mod:`ledger.analytics.latency_tails`).
+``state_call_rollup``
+    the one-row calls counted and their costs summed per agent, provider,
+    model and outcome (:mod:`ledger.analytics.call_rollup`): what
+    ``call_groups`` and the cost views read instead of every row.
 ``state_moves``
     the changed transitions (switches and idle releases) counted per model,
     agent, day and whole second of gap (:mod:`ledger.analytics.moves`).
@@ -66,11 +71,11 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics import clusters, gaps, latency_tails, moves, session_aggregates
+from ledger.analytics import call_rollup, clusters, gaps, latency_tails, moves, session_aggregates
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 8
+STATE_VERSION: Final = 10
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
 #: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).
@@ -89,6 +94,7 @@ STATE_TABLES: Final = (
     "state_latency",
     *latency_tails.TABLES,
     moves.TABLE,
+    call_rollup.TABLE,
 )
 
 STATE_DDL: Final = (
@@ -118,7 +124,8 @@ STATE_DDL: Final = (
     """CREATE TABLE IF NOT EXISTS state_rollup (
         actor_id VARCHAR, requested_model VARCHAR, provider VARCHAR, upstream VARCHAR,
         key_sent BOOLEAN, status VARCHAR, response_cache_hit BOOLEAN, is_attempt BOOLEAN,
-        usage_reported BOOLEAN, abandoned BOOLEAN, rows BIGINT, input_tokens BIGINT,
+        usage_reported BOOLEAN, abandoned BOOLEAN, model VARCHAR, error_type VARCHAR,
+        rows BIGINT, input_tokens BIGINT,
         cache_read_tokens BIGINT, cache_write_tokens BIGINT,
         read_rows BIGINT, latency_rows BIGINT, cost_usd DECIMAL(38, 10),
         costed_input_tokens BIGINT, cost_rows BIGINT)""",
@@ -189,7 +196,7 @@ GROUP BY ckey, call_id
 # -- rollup ---------------------------------------------------------------------
 _ROLLUP_KEYS: Final = (
     "actor_id, requested_model, provider, upstream, key_sent, status, "
-    "response_cache_hit, is_attempt, usage_reported, abandoned"
+    "response_cache_hit, is_attempt, usage_reported, abandoned, model, error_type"
 )
 _ROLLUP_PARTS: Final = f"""
 SELECT {_ROLLUP_KEYS},
@@ -282,14 +289,23 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
     latency_tails.ensure_tables(con)
     clusters.ensure_table(con)
     moves.ensure_table(con)
+    call_rollup.ensure_table(con)
 
 
 def _stage_calls(con: duckdb.DuckDBPyConnection, src: str, single: str) -> None:
     """Sort the calls of ``src`` (all of their rows) into one-row calls, added to the table
-    ``single`` as (ckey, id), and ``state_new_calls``: the aggregates of the others."""
+    ``single`` as (ckey, id), and ``state_new_calls``: the aggregates of the others.
+    One-row calls added to ``state_single_calls`` itself are counted in the call rollup
+    here; staged elsewhere, when they are stored (:func:`_store_staged`)."""
     con.execute(_CALL_DUPS.format(src=src))
     con.execute(_NEW_SINGLES.format(src=src, single=single))
     con.execute(_NEW_CALLS.format(src=_DUP_ROWS.format(src=src)))
+    if single == "state_single_calls":
+        call_rollup.add(
+            con,
+            f"(SELECT * FROM {src} WHERE hash(call_id) NOT IN (SELECT ckey FROM state_call_dups) "
+            "OR id IN (SELECT first_id FROM state_new_calls WHERE n_rows = 1))",
+        )
     # keys shared by distinct calls of one row each (a hash collision): one-row calls too
     con.execute(f"INSERT INTO {single} SELECT ckey, first_id FROM state_new_calls WHERE n_rows = 1")
     con.execute("DELETE FROM state_new_calls WHERE n_rows = 1")
@@ -298,7 +314,8 @@ def _stage_calls(con: duckdb.DuckDBPyConnection, src: str, single: str) -> None:
     con.execute("DROP TABLE state_call_dups")
 
 
-def _store_staged(con: duckdb.DuckDBPyConnection) -> None:
+def _store_staged(con: duckdb.DuckDBPyConnection, src: str) -> None:
+    call_rollup.add(con, f"(SELECT * FROM {src} WHERE id IN (SELECT id FROM state_new_single))")
     con.execute("INSERT INTO state_single_calls SELECT * FROM state_new_single")
     con.execute("INSERT INTO state_calls SELECT * FROM state_new_calls")
     con.execute("DROP TABLE state_new_single")
@@ -334,7 +351,7 @@ def _fold_calls(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> Non
         _merge_seen_calls(
             con, src, sorted(seen | {int(k) for k, _ in held}), [int(i) for _, i in held]
         )
-    _store_staged(con)
+    _store_staged(con, src)
 
 
 def _merge_seen_calls(
@@ -367,11 +384,13 @@ def _merge_seen_calls(
         "CREATE OR REPLACE TEMP TABLE state_joined_calls AS SELECT DISTINCT call_id FROM "
         "(SELECT call_id FROM state_old_rows UNION ALL SELECT call_id FROM state_old_calls)"
     )
+    # the held one-row calls that gained rows leave state_single_calls (and the rollup)
     con.execute(
         "DELETE FROM state_single_calls WHERE list_contains(CAST($ids AS BIGINT[]), id) "
         "AND id IN (SELECT id FROM state_old_rows)",
         {"ids": ids},
     )
+    call_rollup.retract(con, "state_old_rows")
     con.execute(
         "DELETE FROM state_calls WHERE list_contains(CAST($keys AS UBIGINT[]), ckey) "
         "AND call_id IN (SELECT call_id FROM state_old_calls)",
@@ -429,6 +448,7 @@ def _fold(
     con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool, upto: int | None = None
 ) -> None:
     _fold_calls(con, src, fresh=fresh)
+    call_rollup.merge(con)
     _fold_rollup(con, src, fresh=fresh)
     _fold_latency(con, src)
     session_aggregates.fold(con, src, upto=upto, fresh=fresh)
@@ -621,12 +641,21 @@ def _refold(con: duckdb.DuckDBPyConnection) -> None:
         "AND call_id IN (SELECT call_id FROM state_touched_calls)"
     )
     # a one-row call's entry goes by its row: one of the old versions, or a row it still has
-    con.execute(
-        "DELETE FROM state_single_calls WHERE ckey IN (SELECT ckey FROM state_touched_calls) "
+    gone = (
+        "(SELECT id FROM state_single_calls WHERE ckey IN (SELECT ckey FROM state_touched_calls) "
         "AND (id IN (SELECT id FROM state_removed_rows) "
-        "OR id IN (SELECT id FROM state_touched_call_rows))"
+        "OR id IN (SELECT id FROM state_touched_call_rows)))"
     )
+    # the call rollup held them as the state did: an old version where there is one
+    call_rollup.retract(
+        con,
+        f"(SELECT * FROM state_removed_rows WHERE id IN {gone} UNION ALL "
+        f"SELECT * FROM state_touched_call_rows WHERE id IN {gone} "
+        "AND id NOT IN (SELECT id FROM state_removed_rows))",
+    )
+    con.execute(f"DELETE FROM state_single_calls WHERE id IN {gone}")
     _stage_calls(con, "state_touched_call_rows", "state_single_calls")
+    call_rollup.merge(con)
     con.execute("INSERT INTO state_calls SELECT * FROM state_new_calls")
     con.execute("DROP TABLE state_new_calls")
     con.execute(

@@ -35,6 +35,7 @@ from ledger.schema import TABLE_NAME
 VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
     "transitions": (),
     "calls": (),
+    "call_groups": ("calls",),
     "session_stickiness": ("transitions",),
     "agent_stickiness": ("session_stickiness",),
     "cache_hits": (),
@@ -162,10 +163,19 @@ def view_sql(name: str) -> str:
 
 def view_body(name: str) -> str:
     """The SELECT a view is defined as (its file, minus ``CREATE … AS`` and comments)."""
-    text = "\n".join(line for line in view_sql(name).splitlines() if not line.startswith("--"))
+    return _body(name, view_sql(name))
+
+
+def stored_view_body(name: str) -> str:
+    """The SELECT of the view as stored beside the state tables (:func:`stored_view_sql`)."""
+    return _body(name, stored_view_sql(name))
+
+
+def _body(name: str, sql: str) -> str:
+    text = "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
     match = _CREATE.search(text)
     if match is None or match.group(1) != name:
-        raise ValueError(f"sql/{name}.sql must hold one CREATE OR REPLACE VIEW {name} AS …")
+        raise ValueError(f"the SQL of {name} must hold one CREATE OR REPLACE VIEW {name} AS …")
     return match.group(2)
 
 

@@ -27,6 +27,7 @@ COMMANDS: Final = (
     "ledger.cli.report:report",
     "ledger.cli.sql:sql",
     "ledger.cli.export:export",
+    "ledger.cli.lake:lake",
     "ledger.cli.providers:providers",
     "ledger.cli.budget:budget",
     "ledger.cli.reprice:reprice",

@@ -15,7 +15,9 @@ writes each one as a Parquet table under ``--out``::
         --lake s3a://bucket/ledger-lake --out s3a://bucket/ledger-views
 
 The views are the DuckDB definitions rewritten by :mod:`ledger.lake.spark_sql`,
-so both engines answer from one text. Spark runs with the session time zone
+so both engines answer from one text; over a lake with a current derived state
+(``ledger lake derive``) the stored variants read its state tables, as
+:mod:`ledger.lake.duck` does. Spark runs with the session time zone
 UTC (the views bucket by UTC day) and reads only the files the lake's manifest
 commits.
 """
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ledger.analytics.settings import AnalyticsSettings
+from ledger.lake import derive
 from ledger.lake import manifest as mf
 from ledger.lake.export import PARTITION, lake_schema, open_target
 from ledger.lake.spark_sql import to_spark
@@ -67,11 +70,15 @@ def local_session(
 
 def read_lake(spark: SparkSession, lake: str | Path) -> DataFrame:
     """The lake's committed rows, typed as :func:`ledger.lake.export.lake_schema`."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     uri = _spark_uri(lake)
     filesystem, root = open_target(_arrow_uri(uri))
-    files = [f"{uri}/{f.path}" for f in mf.read(filesystem, root).files]
+    return _lake_frame(spark, uri, mf.read(filesystem, root))
+
+
+def _lake_frame(spark: SparkSession, uri: str, manifest: mf.Manifest) -> DataFrame:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    files = [f"{uri}/{f.path}" for f in manifest.files]
     schema = from_arrow_schema(lake_schema())
     if not files:
         return spark.createDataFrame([], schema)
@@ -98,7 +105,15 @@ def register_views(
     def register(frame: DataFrame, name: str) -> None:
         (frame.localCheckpoint() if materialize else frame).createOrReplaceTempView(name)
 
-    register(read_lake(spark, lake), TABLE_NAME)
+    uri = _spark_uri(lake)
+    filesystem, root = open_target(_arrow_uri(uri))
+    manifest = mf.read(filesystem, root)
+    # the one decision ledger.lake.duck makes too: the state when current, else the rows
+    state = derive.current(filesystem, root, manifest, target=str(lake))
+    register(_lake_frame(spark, uri, manifest), TABLE_NAME)
+    if state is not None:
+        for table in derive.TABLES:
+            spark.read.parquet(f"{uri}/{state.path(table)}").createOrReplaceTempView(table)
     counts = [tuple(r) for r in spark.sql(PROVIDER_ATTEMPTS).collect()]
     spark.createDataFrame(
         model_prices(counts),
@@ -106,7 +121,7 @@ def register_views(
     ).createOrReplaceTempView("model_prices")
     values = settings_values(settings)
     names: list[str] = []
-    for name, body in definitions():
+    for name, body in definitions(stored=state is not None):
         register(spark.sql(to_spark(body, values)), name)
         names.append(name)
     return names

@@ -16,8 +16,13 @@ DuckDB meaning exactly:
 - ``len(list)`` becomes ``size(list)`` (sqlglot reads DuckDB's ``len`` as a
   string length).
 - ``list[i]`` (1-based; NULL out of range or at 0) becomes
-  ``try_element_at(list, i)`` (1-based; NULL out of range, an error at 0, so
-  0 is tested first). sqlglot shifts only literal indexes.
+  ``try_element_at(list, CAST(i AS INT))`` (1-based; NULL out of range, an
+  error at 0, so 0 is tested first; Spark takes an INT position only).
+  sqlglot shifts only literal indexes (to 0-based, which Spark's ``list[0]``
+  reads but fails out of range): a literal ``list[1]`` becomes
+  ``try_element_at(list, 1)``.
+- A list's length is written ``array_length(list)`` in the views: sqlglot
+  reads DuckDB's ``len(column)`` as a string length.
 - Named windows (``WINDOW part AS (…)``, used as ``OVER (part ORDER BY …)``)
   are inlined: Spark cannot extend a named window.
 - ``a // b`` becomes ``floor(a / b)``: Spark's ``DIV`` takes integers only,
@@ -92,8 +97,14 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
             return exp.Anonymous(this="unix_micros", expressions=node.expressions)
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
         index = node.expressions[0]
+        if isinstance(index, exp.Literal) and not index.is_string:
+            # sqlglot holds a literal index 0-based already; NULL out of range, as DuckDB
+            first_based = exp.Literal.number(int(str(index.this)) + 1)
+            return exp.Anonymous(this="try_element_at", expressions=[node.this, first_based])
         if not (isinstance(index, exp.Literal) and index.is_string):
-            element = exp.Anonymous(this="try_element_at", expressions=[node.this, index])
+            # Spark's element_at takes an INT position; DuckDB's arithmetic gives BIGINTs
+            position = exp.cast(index.copy(), exp.DataType.Type.INT)
+            element = exp.Anonymous(this="try_element_at", expressions=[node.this, position])
             zero = exp.EQ(this=index.copy(), expression=exp.Literal.number(0))
             return exp.If(this=zero, true=exp.Null(), false=element)
     if isinstance(node, exp.Div) and not _is_double(node.this):

@@ -1,9 +1,11 @@
 """The view definitions a lake engine runs: every analytics view, in dependency order.
 
 The lake engines (DuckDB over Parquet, Spark) compute the views from rows, with
-the definitions in ``ledger/analytics/sql/*.sql`` — the same text the
-analytics file installs — and the thresholds of :class:`AnalyticsSettings`
-inlined (:func:`inline_settings`).
+the definitions in ``ledger/analytics/sql/*.sql``, or, over a lake whose derived
+state is current (:mod:`ledger.lake.derive`), from its state tables with the
+stored variants (``sql/stored/*.sql``): the same texts the analytics file
+installs, with the thresholds of :class:`AnalyticsSettings` inlined
+(:func:`inline_settings`).
 """
 
 from __future__ import annotations
@@ -41,10 +43,15 @@ def settings_values(settings: AnalyticsSettings | None) -> dict[str, float]:
     return {k: float(v) for k, v in (settings or AnalyticsSettings()).as_dict().items()}
 
 
-def definitions() -> Iterator[tuple[str, str]]:
-    """``(name, DuckDB SELECT)`` for every view, each after the views it reads."""
+def definitions(*, stored: bool = False) -> Iterator[tuple[str, str]]:
+    """``(name, DuckDB SELECT)`` for every view, each after the views it reads.
+
+    ``stored``: the variants that read the state tables (``sql/stored/``) where a
+    view has one, for a lake with a current derived state (:mod:`ledger.lake.derive`).
+    """
+    body = analytics_views.stored_view_body if stored else analytics_views.view_body
     for name in analytics_views.VIEW_NAMES:
-        yield name, analytics_views.view_body(name)
+        yield name, body(name)
 
 
 #: Attempts per (requested model, provider): portable SQL both lake engines run.

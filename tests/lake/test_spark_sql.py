@@ -18,7 +18,11 @@ from ledger.lake.views import definitions, settings_values
 SPARK_ONLY: frozenset[str] = frozenset({"format_number"})
 
 
-@pytest.mark.parametrize(("name", "body"), list(definitions()), ids=lambda v: str(v)[:40])
+#: Every view as computed from rows, and the stored variants that read a derived state.
+BODIES = [*definitions(), *((f"stored {n}", b) for n, b in definitions(stored=True))]
+
+
+@pytest.mark.parametrize(("name", "body"), BODIES, ids=lambda v: str(v)[:40])
 def test_every_view_uses_only_functions_spark_has(name: str, body: str) -> None:
     tree = sqlglot.parse_one(to_spark(body, settings_values(None)), read="spark")
     unknown = {f.name.lower() for f in tree.find_all(exp.Anonymous)} - SPARK_ONLY
@@ -35,3 +39,11 @@ def test_thousands_separators_become_format_number() -> None:
 def test_a_format_pattern_without_a_spark_form_is_refused() -> None:
     with pytest.raises(ValueError, match="no Spark form"):
         to_spark("SELECT format('{:>8}', n) FROM t", {})
+
+
+def test_a_literal_list_index_is_one_based_and_null_out_of_range_on_spark() -> None:
+    assert to_spark("SELECT x[1] FROM t", {}) == "SELECT TRY_ELEMENT_AT(x, 1) FROM t"
+
+
+def test_a_list_length_is_a_size_on_spark() -> None:
+    assert to_spark("SELECT array_length(x) FROM t", {}) == "SELECT SIZE(x) FROM t"

@@ -43,5 +43,11 @@ FROM (
     FROM token_usage AS t
     WHERE NOT EXISTS (SELECT 1 FROM state_calls AS m WHERE m.call_id = t.call_id)
     UNION ALL
-    SELECT * EXCLUDE (ckey) FROM state_calls
+    -- the columns by name (not * EXCLUDE (ckey): Spark runs this text too, see ledger/lake/)
+    SELECT
+        call_id, started_at, session_id, actor_id, requested_provider, requested_model,
+        responding_provider, upstream, attempts, max_ok_attempt, any_ok, response_cache_hit,
+        input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,
+        latency_ms, key_sent
+    FROM state_calls
 );

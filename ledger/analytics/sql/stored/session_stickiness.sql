@@ -29,7 +29,7 @@ counted AS (
         s.transitions - coalesce(i.past_window, 0) AS window_transitions,
         s.changes - coalesce(i.idle_releases, 0) AS switches,
         coalesce(i.idle_releases, 0) AS idle_releases,
-        len(s.upstreams) AS distinct_upstreams
+        array_length(s.upstreams) AS distinct_upstreams
     FROM state_sessions AS s
     LEFT JOIN idle AS i USING (sid)
 )

@@ -103,7 +103,7 @@ quantiles AS (
 pinned AS (
     SELECT requested_model, attempt_upstreams[1] AS upstream, count(*) AS sessions_pinned
     FROM state_sessions
-    WHERE len(attempt_upstreams) = 1
+    WHERE array_length(attempt_upstreams) = 1
     GROUP BY requested_model, attempt_upstreams[1]
 )
 SELECT
