@@ -13,7 +13,8 @@
     │   └── SchemaOutOfDate          the schema is not at the code's Alembic head
     ├── JournalError                 the journal cannot be created or written (also an OSError)
     ├── ReadOnlyQuery                ad hoc SQL would change the analytics copy: refused
-    ├── LakeEmpty                    a lake target holds no exported rows (nothing to derive)
+    ├── LakeTargetError              a lake target is a file, or cannot be written
+    │   └── LakeEmpty                a lake target holds no exported rows (nothing to derive)
     ├── TooManyRequests              our rate limiter refused a client (HTTP 429, retry_after)
     ├── AllProvidersFailed           every route of a cascade failed (HTTP 503, retry_after)
     ├── BudgetExceeded               the budget guard refused a call before sending it
@@ -82,13 +83,18 @@ class LedgerMissing(DatabaseError):
         self.path = path
 
 
-class LakeEmpty(LedgerError):
-    """A lake target (``ledger lake derive TARGET``) holds no exported rows: it does not
-    exist, or no ``ledger export`` committed anything there. ``target`` is as given."""
+class LakeTargetError(LedgerError):
+    """A lake target (``ledger export TARGET``, ``ledger lake derive TARGET``) is a file,
+    or a lake cannot be written there. ``target`` is as given."""
 
     def __init__(self, message: str, *, target: str) -> None:
         super().__init__(message)
         self.target = target
+
+
+class LakeEmpty(LakeTargetError):
+    """A lake target (``ledger lake derive TARGET``) holds no exported rows: it does not
+    exist, or no ``ledger export`` committed anything there."""
 
 
 class ReadOnlyQuery(LedgerError):

@@ -9,8 +9,8 @@ DuckDB connection where ``token_usage`` is the lake's committed rows, and
 writes every state table as Parquet through ``pyarrow.fs`` (local path or
 object store, as the lake itself)::
 
-    <lake>/state/_state_manifest.json         the commit point: what the state reflects
-    <lake>/state/g000002/state_calls.parquet  one file per state table, one generation
+    <lake>/_state/_state_manifest.json        the commit point: what the state reflects
+    <lake>/_state/g000002/state_calls.parquet one file per state table, one generation
 
 Commit: a derive writes a new generation directory, then replaces the state
 manifest (written aside and moved over, as the lake's manifest is), then
@@ -55,10 +55,12 @@ from pyarrow import fs as pafs
 from ledger.analytics import aggregates, clusters
 from ledger.errors import LakeEmpty
 from ledger.lake import manifest as mf
-from ledger.lake.export import lake_schema, open_target
+from ledger.lake.export import check_not_a_file, lake_schema, open_target
 from ledger.schema import TABLE_NAME
 
-STATE_DIR: Final = "state"
+#: A leading underscore: Spark, Hive and pyarrow.dataset skip such paths, so the lake
+#: still reads as one table of rows partitioned by day (as `ledger export` documents).
+STATE_DIR: Final = "_state"
 STATE_MANIFEST: Final = "_state_manifest.json"
 FORMAT: Final = "ledger-lake-state"
 #: Every table a state holds, as :mod:`ledger.analytics.aggregates` names them.
@@ -102,7 +104,8 @@ class State:
 @dataclass(frozen=True, slots=True)
 class DeriveResult:
     target: str
-    folded_rows: int  # lake rows folded in by this run (0: nothing new, nothing written)
+    new_rows: int  # lake rows the state did not reflect before (0: nothing written)
+    folded_rows: int  # lake rows this run folded: the new ones, or the whole lake (rebuilt)
     total_rows: int
     rebuilt: bool
     generation: int
@@ -214,17 +217,23 @@ def derive(target: str | Path, *, progress: DeriveProgress | None = None) -> Der
     """Bring the derived state of the lake at ``target`` up to its committed rows."""
     say = progress or (lambda _: None)
     filesystem, root = open_target(target)
+    check_not_a_file(filesystem, root, target)
     manifest = mf.read(filesystem, root)
     if manifest.rows == 0:
+        found = filesystem.get_file_info(root).type != pafs.FileType.NotFound
+        what = (
+            f"holds no exported rows (no {mf.MANIFEST_NAME}, or an empty one)"
+            if found
+            else "does not exist"
+        )
         raise LakeEmpty(
-            f"{target} holds no exported rows (no {mf.MANIFEST_NAME}, or an empty one): "
-            f"run `ledger export {target}` first",
+            f"{target} {what}: run `ledger export {target}` first, or give the directory it wrote",
             target=str(target),
         )
     state = read_state(filesystem, root)
     _remove_uncommitted(filesystem, root, state)
     if state is not None and state.reflects(manifest):
-        return DeriveResult(str(target), 0, manifest.rows, False, state.generation)
+        return DeriveResult(str(target), 0, 0, manifest.rows, False, state.generation)
     usable = state is not None and state.state_version == aggregates.STATE_VERSION
     with _workspace(filesystem, root, manifest) as con:
         new = manifest.rows - (state.rows if usable and state else 0)
@@ -248,7 +257,8 @@ def derive(target: str | Path, *, progress: DeriveProgress | None = None) -> Der
         say("writing the state tables")
         _write(con, filesystem, root, committed)
     _remove_uncommitted(filesystem, root, committed)
-    return DeriveResult(str(target), new, manifest.rows, rebuild, generation)
+    folded = manifest.rows if rebuild else new
+    return DeriveResult(str(target), new, folded, manifest.rows, rebuild, generation)
 
 
 @contextlib.contextmanager

@@ -43,6 +43,7 @@ from pyarrow import fs as pafs
 from sqlalchemy import BigInteger, SmallInteger
 
 from ledger.analytics.source import column_kind
+from ledger.errors import LakeTargetError
 from ledger.lake import manifest as mf
 from ledger.schema import TABLE_NAME, token_usage
 
@@ -105,6 +106,16 @@ def open_target(target: str | Path) -> tuple[pafs.FileSystem, str]:
     return filesystem, root.rstrip("/")
 
 
+def check_not_a_file(filesystem: pafs.FileSystem, root: str, target: str | Path) -> None:
+    """Raise :class:`LakeTargetError` when ``target`` is a file: a lake is a directory."""
+    if filesystem.get_file_info(root).type == pafs.FileType.File:
+        raise LakeTargetError(
+            f"{target} is a file; a lake is a directory (or an object-store prefix) that "
+            "`ledger export` writes",
+            target=str(target),
+        )
+
+
 def export_lake(
     analytics: RowSource,
     target: str | Path,
@@ -113,7 +124,12 @@ def export_lake(
 ) -> ExportResult:
     """Append the rows of ``analytics``' copy that the lake at ``target`` does not hold yet."""
     filesystem, root = open_target(target)
-    filesystem.create_dir(root, recursive=True)
+    check_not_a_file(filesystem, root, target)
+    try:
+        filesystem.create_dir(root, recursive=True)
+    except OSError as exc:  # no permission, a file further up the path…
+        message = f"cannot write a lake at {target}: {exc}"
+        raise LakeTargetError(message, target=str(target)) from exc
     manifest = mf.read(filesystem, root)
     removed = _remove_uncommitted(filesystem, root, manifest)
     # The run selects against the manifest as it was at the start: each day it

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
+import pyarrow.dataset as pads
 import pytest
 
 from ledger.lake import duck
@@ -36,7 +38,7 @@ def test_derive_writes_the_state_and_then_has_nothing_new(
 ) -> None:
     first = ledger(capsys, "lake", "derive", str(lake))
     assert first.code == 0, first.err
-    assert "4 rows derived from the whole lake; the state reflects 4 rows" in first.out
+    assert "4 new rows, the whole lake folded; the state reflects 4 rows" in first.out
     manifest = json.loads((lake / STATE_DIR / STATE_MANIFEST).read_text())
     assert (manifest["rows"], manifest["max_id"], manifest["generation"]) == (4, 4, 1)
     con = duck.connect(lake)  # over the state: no warning (tests turn warnings into errors)
@@ -55,7 +57,30 @@ def test_derive_folds_only_the_rows_a_new_export_added(
     assert ledger(capsys, "export", str(lake)).code == 0
     outcome = ledger(capsys, "lake", "derive", str(lake))
     assert outcome.code == 0, outcome.err
-    assert "1 row folded in; the state reflects 25 rows" in outcome.out
+    assert "1 new row folded in; the state reflects 25 rows" in outcome.out
+
+
+def test_a_quarter_of_the_lake_new_or_more_is_folded_whole_and_says_so(
+    lake: Path, sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger(capsys, "lake", "derive", str(lake))
+    insert_rows(sqlite_url, [served(m, "B", **S) for m in range(4, 8)])
+    assert ledger(capsys, "export", str(lake)).code == 0
+    outcome = ledger(capsys, "lake", "derive", str(lake))
+    assert outcome.code == 0, outcome.err
+    assert "4 new rows, the whole lake folded again; the state reflects 8 rows" in outcome.out
+
+
+def test_with_its_state_the_lake_still_reads_as_one_table_of_rows(
+    lake: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert ledger(capsys, "lake", "derive", str(lake)).code == 0
+    # what `ledger export --help` promises: readers of a Hive-partitioned directory
+    # see the exported rows and nothing of the state (kept under _state/)
+    rows = pads.dataset(lake, format="parquet", partitioning="hive")
+    assert rows.count_rows() == 4
+    glob = f"SELECT count(*) FROM read_parquet('{lake}/*/*.parquet', hive_partitioning = true)"
+    assert duckdb.sql(glob).fetchall() == [(4,)]
 
 
 @pytest.mark.parametrize("kind", ["missing", "empty"])
@@ -67,9 +92,36 @@ def test_derive_over_no_exported_rows_names_the_fix_and_exits_2(
         target.mkdir()
     outcome = ledger(capsys, "lake", "derive", str(target))
     assert outcome.code == 2
+    what = (
+        "holds no exported rows (no _ledger_manifest.json, or an empty one)"
+        if kind == "empty"
+        else "does not exist"
+    )
     assert outcome.err == (
-        f"ledger: {target} holds no exported rows (no _ledger_manifest.json, or an empty one): "
-        f"run `ledger export {target}` first\n"
+        f"ledger: {target} {what}: run `ledger export {target}` first, or give the "
+        "directory it wrote\n"
     )
     assert outcome.out == ""
     assert (target.exists()) == (kind == "empty")  # nothing created
+
+
+@pytest.mark.parametrize("command", [["export"], ["lake", "derive"]])
+def test_a_file_as_the_lake_is_one_line_and_exit_2_and_the_file_is_untouched(
+    tmp_path: Path,
+    sqlite_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: list[str],
+) -> None:
+    insert_rows(sqlite_url, [served(0, "A", **S)])
+    monkeypatch.setenv("LEDGER_DATABASE_URL", sqlite_url)
+    monkeypatch.setenv("LEDGER_ANALYTICS_PATH", str(tmp_path / "analytics.duckdb"))
+    target = tmp_path / "notes.txt"
+    target.write_text("not a lake")
+    outcome = ledger(capsys, *command, str(target))
+    assert outcome.code == 2
+    assert outcome.err == (
+        f"ledger: {target} is a file; a lake is a directory (or an object-store prefix) "
+        "that `ledger export` writes\n"
+    )
+    assert target.read_text() == "not a lake"
