@@ -213,23 +213,36 @@ def _register_table(
         con.register(name, pads.dataset(path, filesystem=filesystem, format="parquet"))
 
 
+def lake_manifest(filesystem: pafs.FileSystem, root: str, target: str | Path) -> mf.Manifest:
+    """The manifest of the lake at ``target`` (it may commit no rows yet); a path
+    ``ledger export`` never wrote is :class:`LakeEmpty`, a file :class:`LakeTargetError`:
+    a wrong path would otherwise read as a lake of no rows."""
+    check_not_a_file(filesystem, root, target)
+    if filesystem.get_file_info(f"{root}/{mf.MANIFEST_NAME}").type == pafs.FileType.NotFound:
+        raise _empty(filesystem, root, target)
+    return mf.read(filesystem, root)
+
+
+def _empty(filesystem: pafs.FileSystem, root: str, target: str | Path) -> LakeEmpty:
+    found = filesystem.get_file_info(root).type != pafs.FileType.NotFound
+    what = (
+        f"holds no exported rows (no {mf.MANIFEST_NAME}, or an empty one)"
+        if found
+        else "does not exist"
+    )
+    return LakeEmpty(
+        f"{target} {what}: run `ledger export {target}` first, or give the directory it wrote",
+        target=str(target),
+    )
+
+
 def derive(target: str | Path, *, progress: DeriveProgress | None = None) -> DeriveResult:
     """Bring the derived state of the lake at ``target`` up to its committed rows."""
     say = progress or (lambda _: None)
     filesystem, root = open_target(target)
-    check_not_a_file(filesystem, root, target)
-    manifest = mf.read(filesystem, root)
+    manifest = lake_manifest(filesystem, root, target)
     if manifest.rows == 0:
-        found = filesystem.get_file_info(root).type != pafs.FileType.NotFound
-        what = (
-            f"holds no exported rows (no {mf.MANIFEST_NAME}, or an empty one)"
-            if found
-            else "does not exist"
-        )
-        raise LakeEmpty(
-            f"{target} {what}: run `ledger export {target}` first, or give the directory it wrote",
-            target=str(target),
-        )
+        raise _empty(filesystem, root, target)
     state = read_state(filesystem, root)
     _remove_uncommitted(filesystem, root, state)
     if state is not None and state.reflects(manifest):

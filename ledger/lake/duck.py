@@ -45,9 +45,10 @@ def connect(
     target: str | Path, settings: AnalyticsSettings | None = None
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with ``token_usage`` and every view over the lake
-    (over its derived state when that is current)."""
+    (over its derived state when that is current). A path ``ledger export`` never wrote
+    is :class:`~ledger.errors.LakeEmpty`, a file :class:`~ledger.errors.LakeTargetError`."""
     filesystem, root = open_target(target)
-    manifest = mf.read(filesystem, root)
+    manifest = derive.lake_manifest(filesystem, root, target)
     state = derive.current(filesystem, root, manifest, target=str(target))
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")

@@ -107,7 +107,7 @@ def register_views(
 
     uri = _spark_uri(lake)
     filesystem, root = open_target(_arrow_uri(uri))
-    manifest = mf.read(filesystem, root)
+    manifest = derive.lake_manifest(filesystem, root, str(lake))
     # the one decision ledger.lake.duck makes too: the state when current, else the rows
     state = derive.current(filesystem, root, manifest, target=str(lake))
     register(_lake_frame(spark, uri, manifest), TABLE_NAME)

@@ -19,6 +19,7 @@ from sqlalchemy import delete
 
 from ledger.analytics import Analytics
 from ledger.cli import cli
+from ledger.errors import LakeEmpty, LakeTargetError
 from ledger.lake import duck
 from ledger.lake.export import export_lake, lake_schema
 from ledger.lake.manifest import MANIFEST_NAME, Manifest, merge_ranges
@@ -119,6 +120,21 @@ def test_duckdb_reads_the_views_from_the_lake(sqlite_url: str, tmp_path: Path) -
     got = con.execute("SELECT * FROM session_stickiness").df()
     assert got.to_dict("records") == expected.to_dict("records")
     assert con.execute("SELECT sum(cost_usd) FROM calls").fetchone() == (Decimal("0.5"),)
+
+
+@pytest.mark.parametrize("where", ["missing", "empty directory", "file"])
+def test_a_path_no_export_wrote_is_an_error_not_a_lake_of_no_rows(
+    tmp_path: Path, where: str
+) -> None:
+    target = tmp_path / "lake"
+    if where == "empty directory":
+        target.mkdir()
+    elif where == "file":
+        target.write_text("not a lake")
+    expected = LakeTargetError if where == "file" else LakeEmpty
+    with pytest.raises(expected, match="ledger export") as info:
+        duck.connect(target)
+    assert info.value.target == str(target)
 
 
 _KILLED_CHILD = textwrap.dedent(
