@@ -24,6 +24,7 @@ from ledger.schema import metadata
 from ledger.store import repartition
 from ledger.store.engine import make_engine
 from ledger.store.migrate import upgrade
+from tests.analytics.builders import migrated_sqlite
 from tests.llm_loopback import LoopbackLLM, Rows
 
 # LiteLLM fetches its price map from the internet when imported unless told to use the
@@ -46,11 +47,7 @@ def strict(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     """A migrated SQLite ledger in a temporary directory."""
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    return url
+    return migrated_sqlite(tmp_path / "ledger.db")
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from sqlalchemy import insert
 from ledger.analytics import Analytics, AnalyticsSettings
 from ledger.schema import token_usage
 from ledger.store.engine import make_engine
+from ledger.store.migrate import upgrade
 
 T0 = dt.datetime(2025, 3, 1, 9, 0, tzinfo=dt.UTC)
 
@@ -100,3 +101,13 @@ def edit_copy(analytics: Analytics, statement: str) -> None:
 
 def money(text: str) -> Decimal:
     return Decimal(text)
+
+
+def migrated_sqlite(path: Path) -> str:
+    """The URL of a migrated SQLite ledger at ``path`` (the ``sqlite_url`` fixture's, for
+    a ledger elsewhere: a second one, or one a module-scoped fixture builds)."""
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    return url

@@ -17,7 +17,8 @@ from ledger.cli import cli
 from ledger.otel.serve import serve_in_thread
 from ledger.simulator.server import free_port
 from ledger.store.ledger import Ledger
-from tests.otel.helpers import T0, events, migrated_sqlite, rows_by_event, wait_for
+from tests.analytics.builders import migrated_sqlite
+from tests.otel.helpers import T0, events, rows_by_event, wait_for
 from tests.otel.test_export import comparable
 from tests.otel.test_receiver import THREE
 

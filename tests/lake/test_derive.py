@@ -37,8 +37,7 @@ from ledger.lake.derive import (
 from ledger.lake.export import export_lake
 from ledger.schema import token_usage
 from ledger.store.engine import make_engine
-from ledger.store.migrate import upgrade
-from tests.analytics.builders import insert_rows, served
+from tests.analytics.builders import insert_rows, migrated_sqlite, served
 from tests.lake.rows import differences, duck_rows
 
 S = {"session_id": "s", "actor_id": "planner", "session_key": "k"}
@@ -52,14 +51,6 @@ class _Copy:
 
     def execute(self, query: str) -> duckdb.DuckDBPyRelation:
         return self.analytics.relation(query)
-
-
-def _ledger(root: Path) -> str:
-    url = f"sqlite:///{root / 'ledger.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    return url
 
 
 def _export(url: str, root: Path, lake: Path) -> None:
@@ -90,7 +81,7 @@ def _connect_quietly(lake: Path) -> duckdb.DuckDBPyConnection:
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """A demo workload's ledger (sessions with and without the key, fallbacks, idle gaps)."""
     root = tmp_path_factory.mktemp("demo")
-    url = _ledger(root)
+    url = migrated_sqlite(root / "ledger.db")
     run_demo(url, calls=800, seed=7)
     return url, root
 
@@ -133,7 +124,7 @@ def test_a_derive_with_nothing_new_writes_nothing(demo: tuple[str, Path], tmp_pa
 def test_an_incremental_derive_after_a_second_export_equals_a_full_derive(
     tmp_path: Path,
 ) -> None:
-    url = _ledger(tmp_path)
+    url = migrated_sqlite(tmp_path / "ledger.db")
     lake = tmp_path / "lake"
     run_demo(url, calls=800, seed=3)
     _export(url, tmp_path, lake)
@@ -220,7 +211,7 @@ def test_a_derive_killed_mid_write_leaves_the_previous_state_readable_and_stale(
     tmp_path: Path,
 ) -> None:
     lake = tmp_path / "lake"
-    url = _ledger(tmp_path)
+    url = migrated_sqlite(tmp_path / "ledger.db")
     insert_rows(url, [served(m, "A", **S) for m in (0, 1, 2)])
     _export(url, tmp_path, lake)
     _killed_derive(lake)  # the first derive dies: no state is committed

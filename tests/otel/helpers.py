@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -14,7 +13,6 @@ from sqlalchemy import select
 from ledger.events import UsageEvent
 from ledger.schema import token_usage
 from ledger.store.engine import make_engine
-from ledger.store.migrate import upgrade
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=dt.UTC)
 
@@ -90,12 +88,3 @@ def events(n: int) -> Iterator[UsageEvent]:
         yield full_event(
             started_at=T0 + dt.timedelta(seconds=i), session_id=f"s-{i % 3}", input_tokens=2048 + i
         )
-
-
-def migrated_sqlite(path: Path) -> str:
-    """A second migrated SQLite ledger (``sqlite_url`` is the same file as ``ledger_url``'s)."""
-    url = f"sqlite:///{path}"
-    engine = make_engine(url)
-    upgrade(engine)
-    engine.dispose()
-    return url

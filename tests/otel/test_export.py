@@ -21,7 +21,8 @@ from ledger.otel.export import DURATION_BUCKETS, TOKEN_BUCKETS, OTelExporter, na
 from ledger.otel.serve import serve_in_thread
 from ledger.simulator.server import free_port
 from ledger.store.ledger import Ledger
-from tests.otel.helpers import T0, events, full_event, migrated_sqlite, points, rows_by_event
+from tests.analytics.builders import migrated_sqlite
+from tests.otel.helpers import T0, events, full_event, points, rows_by_event
 
 Pair = tuple[OTelExporter, InMemorySpanExporter, InMemoryMetricReader]
 
