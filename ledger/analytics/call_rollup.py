@@ -29,8 +29,9 @@ from typing import Final
 
 import duckdb
 
+from ledger.analytics.signed_sums import SignedSums
+
 TABLE: Final = "state_call_rollup"
-_DELTA: Final = "state_call_rollup_delta"
 
 DDL: Final = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -46,7 +47,7 @@ _KEY: Final = (
 
 # {rows}: rows of one-row calls (token_usage's columns); {sign}: 1 to add, -1 to retract.
 _PARTS: Final = f"""
-INSERT INTO {_DELTA}
+INSERT INTO {TABLE}_delta
 SELECT {_KEY}, {{sign}} * count(*), {{sign}} * count(cost_usd), {{sign}} * sum(cost_usd)
 FROM (
     SELECT
@@ -62,45 +63,29 @@ FROM (
 GROUP BY {_KEY}
 """
 
-_SAME_KEY: Final = " AND ".join(f"o.{k} IS NOT DISTINCT FROM d.{k}" for k in _KEY.split(", "))
+_SUMS: Final = SignedSums(
+    TABLE,
+    _KEY,
+    "CAST(sum(calls) AS BIGINT), CAST(sum(priced_calls) AS BIGINT), "
+    "CASE WHEN sum(priced_calls) = 0 THEN NULL ELSE sum(cost_usd) END",
+    "calls",
+)
 
 
 def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(DDL)
 
 
-def _ensure_delta(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_DELTA} AS SELECT * FROM {TABLE} LIMIT 0")
-
-
 def add(con: duckdb.DuckDBPyConnection, rows: str) -> None:
     """Note that the one-row calls whose rows are relation ``rows`` joined the state."""
-    _ensure_delta(con)
-    con.execute(_PARTS.format(rows=rows, sign=1))
+    _SUMS.note(con, _PARTS.format(rows=rows, sign=1))
 
 
 def retract(con: duckdb.DuckDBPyConnection, rows: str) -> None:
     """Note that the one-row calls whose rows (as the state held them) are ``rows`` left it."""
-    _ensure_delta(con)
-    con.execute(_PARTS.format(rows=rows, sign=-1))
+    _SUMS.note(con, _PARTS.format(rows=rows, sign=-1))
 
 
 def merge(con: duckdb.DuckDBPyConnection) -> None:
     """Fold what :func:`add` and :func:`retract` noted into the table; an emptied group goes."""
-    _ensure_delta(con)
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE state_call_rollup_old AS SELECT o.* FROM ("
-        f"SELECT rowid AS rid, * FROM {TABLE}) AS o "
-        f"WHERE EXISTS (SELECT 1 FROM {_DELTA} AS d WHERE {_SAME_KEY})"
-    )
-    con.execute(f"DELETE FROM {TABLE} WHERE rowid IN (SELECT rid FROM state_call_rollup_old)")
-    con.execute(
-        f"INSERT INTO {TABLE} "
-        f"SELECT {_KEY}, CAST(sum(calls) AS BIGINT), CAST(sum(priced_calls) AS BIGINT), "
-        "CASE WHEN sum(priced_calls) = 0 THEN NULL ELSE sum(cost_usd) END "
-        "FROM (SELECT * EXCLUDE (rid) FROM state_call_rollup_old "
-        f"UNION ALL SELECT * FROM {_DELTA}) "
-        f"GROUP BY {_KEY} HAVING sum(calls) <> 0"
-    )
-    con.execute("DROP TABLE state_call_rollup_old")
-    con.execute(f"DROP TABLE {_DELTA}")
+    _SUMS.merge(con)

@@ -33,8 +33,9 @@ from typing import Final
 
 import duckdb
 
+from ledger.analytics.signed_sums import SignedSums
+
 TABLE: Final = "state_moves"
-_DELTA: Final = "state_moves_delta"
 
 DDL: Final = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -47,7 +48,7 @@ _KEY: Final = "requested_model, actor_id, day_number, gap_ceil_s"
 # {src}: transitions (state_transitions' columns), their sessions in state_sessions;
 # {sign}: 1 to add them, -1 to retract. tokens_lost as sql/switch_moves.sql defines it.
 _PARTS: Final = f"""
-INSERT INTO {_DELTA}
+INSERT INTO {TABLE}_delta
 SELECT {_KEY}, {{sign}} * count(*), {{sign}} * CAST(coalesce(sum(tokens_lost), 0) AS BIGINT)
 FROM (
     SELECT
@@ -65,11 +66,8 @@ FROM (
 GROUP BY {_KEY}
 """
 
-_SAME_KEY: Final = (
-    "o.requested_model IS NOT DISTINCT FROM d.requested_model "
-    "AND o.actor_id IS NOT DISTINCT FROM d.actor_id "
-    "AND o.day_number IS NOT DISTINCT FROM d.day_number "
-    "AND o.gap_ceil_s IS NOT DISTINCT FROM d.gap_ceil_s"
+_SUMS: Final = SignedSums(
+    TABLE, _KEY, "CAST(sum(moves) AS BIGINT), CAST(sum(tokens_lost) AS BIGINT)", "moves"
 )
 
 
@@ -77,20 +75,14 @@ def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(DDL)
 
 
-def _ensure_delta(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_DELTA} AS SELECT * FROM {TABLE} LIMIT 0")
-
-
 def retract(con: duckdb.DuckDBPyConnection, src: str) -> None:
     """Note that the transitions of relation ``src`` are about to leave ``state_transitions``."""
-    _ensure_delta(con)
-    con.execute(_PARTS.format(src=src, sign=-1))
+    _SUMS.note(con, _PARTS.format(src=src, sign=-1))
 
 
 def add(con: duckdb.DuckDBPyConnection, src: str) -> None:
     """Note that the transitions of relation ``src`` joined ``state_transitions``."""
-    _ensure_delta(con)
-    con.execute(_PARTS.format(src=src, sign=1))
+    _SUMS.note(con, _PARTS.format(src=src, sign=1))
 
 
 def merge(con: duckdb.DuckDBPyConnection) -> None:
@@ -98,18 +90,4 @@ def merge(con: duckdb.DuckDBPyConnection) -> None:
 
     Only the buckets they touch are rewritten; a bucket left with no move goes.
     """
-    _ensure_delta(con)
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE state_moves_old AS SELECT o.* FROM ("
-        f"SELECT rowid AS rid, * FROM {TABLE}) AS o "
-        f"WHERE EXISTS (SELECT 1 FROM {_DELTA} AS d WHERE {_SAME_KEY})"
-    )
-    con.execute(f"DELETE FROM {TABLE} WHERE rowid IN (SELECT rid FROM state_moves_old)")
-    con.execute(
-        f"INSERT INTO {TABLE} "
-        f"SELECT {_KEY}, CAST(sum(moves) AS BIGINT), CAST(sum(tokens_lost) AS BIGINT) "
-        f"FROM (SELECT * EXCLUDE (rid) FROM state_moves_old UNION ALL SELECT * FROM {_DELTA}) "
-        f"GROUP BY {_KEY} HAVING sum(moves) <> 0"
-    )
-    con.execute("DROP TABLE state_moves_old")
-    con.execute(f"DROP TABLE {_DELTA}")
+    _SUMS.merge(con)
