@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from ledger import events
 from ledger.events import UsageEvent, new_id, to_row
 from ledger.schema import EVENT_COLUMNS
 
@@ -170,3 +171,46 @@ def test_a_forked_child_never_hands_out_the_parents_next_ids() -> None:
     os.waitpid(pid, 0)
     parent = {new_id() for _ in range(100)}
     assert len(child) == 100 and not child & parent
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"started_at": dt.datetime(2026, 11, 30, 9, 0, tzinfo=dt.timezone(dt.timedelta(hours=-3)))},
+        {"latency_ms": 812, "ttft_ms": 0.0},
+        {"model": "modèle-é", "upstream": "上游"},
+        {"tags": {"env": "prod", "n": 2**80, "ok": True, "none": None}},
+        {"usage_details": {"input": {"text": 10, "image": 5}}},
+        {"cost_usd": 3, "cost_source": "computed"},
+        {"http_status": 429, "status": "error", "error_type": "rate_limited"},
+        {"response_cache_hit": True, "streamed": True, "paused": True, "usage_reported": False},
+    ],
+)
+def test_the_usual_path_writes_the_row_the_checked_path_writes(changes: dict[str, Any]) -> None:
+    # to_row checks the usual event in C and hands anything else to _checked_row: for
+    # any good event both must give the same wire row.
+    e = event(**changes)
+    assert to_row(e) == events._checked_row(e)
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"model": "a\x00b"}, "model"),
+        ({"latency_ms": float("nan")}, "latency_ms"),
+        ({"ttft_ms": float("inf")}, "ttft_ms"),
+        ({"attempt": True}, "attempt"),
+        ({"input_tokens": 5, "cache_read_tokens": 6}, "cache_read_tokens"),
+        ({"cost_source": "provider", "cost_usd": None}, "cost_source"),
+        ({"event_id": "x" * 36}, "event_id"),
+        ({"status": "fine"}, "status"),
+        ({"upstream": "u" * 129}, "upstream"),
+        ({"requested_model": ""}, "requested_model"),
+    ],
+)
+def test_a_bad_value_the_usual_path_meets_is_named_as_before(
+    changes: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ValueError, match=f"UsageEvent.{field} ="):
+        to_row(event(**changes))
