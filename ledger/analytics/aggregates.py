@@ -45,6 +45,9 @@ views stored in the file (``sql/stored/<name>.sql``) read those instead:
 ``state_moves``
     the changed transitions (switches and idle releases) counted per model,
     agent, day and whole second of gap (:mod:`ledger.analytics.moves`).
+``state_decay``
+    every transition counted and its tokens summed per model and idle-gap
+    bucket (:mod:`ledger.analytics.decay`): what ``cache_decay`` reads.
 
 Nothing here depends on a setting, so ``UPDATE ledger_settings`` takes effect
 at once. New rows are folded in incrementally: a call's or session's existing
@@ -71,11 +74,19 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics import call_rollup, clusters, gaps, latency_tails, moves, session_aggregates
+from ledger.analytics import (
+    call_rollup,
+    clusters,
+    decay,
+    gaps,
+    latency_tails,
+    moves,
+    session_aggregates,
+)
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 10
+STATE_VERSION: Final = 11
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
 #: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).
@@ -94,6 +105,7 @@ STATE_TABLES: Final = (
     "state_latency",
     *latency_tails.TABLES,
     moves.TABLE,
+    decay.TABLE,
     call_rollup.TABLE,
 )
 
@@ -289,6 +301,7 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
     latency_tails.ensure_tables(con)
     clusters.ensure_table(con)
     moves.ensure_table(con)
+    decay.ensure_table(con)
     call_rollup.ensure_table(con)
 
 

@@ -5,8 +5,8 @@ and ``state_transitions``; see there). :func:`fold` merges a relation of new
 rows into them: each touched session's last known served attempt seeds its
 sequence, so the first new attempt pairs with it; a session a new served
 attempt of which sorts before its last known one is recomputed from its rows.
-``state_moves`` (:mod:`ledger.analytics.moves`) follows every transition
-removed or added.
+``state_moves`` (:mod:`ledger.analytics.moves`) and ``state_decay``
+(:mod:`ledger.analytics.decay`) follow every transition removed or added.
 """
 
 # Every SQL string here is composed from this module's constants and
@@ -18,8 +18,23 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics import moves
+from ledger.analytics import decay, moves
 from ledger.schema import TABLE_NAME
+
+# The sums kept per transition (each retract/add/merge over the same relations).
+_TRANSITION_SUMS: Final = (moves, decay)
+
+
+def _retract(con: duckdb.DuckDBPyConnection, src: str) -> None:
+    for sums in _TRANSITION_SUMS:
+        sums.retract(con, src)
+
+
+def _add_and_merge(con: duckdb.DuckDBPyConnection, src: str) -> None:
+    for sums in _TRANSITION_SUMS:
+        sums.add(con, src)
+        sums.merge(con)
+
 
 # -- sessions and transitions ---------------------------------------------------
 _SESSION_KEY: Final = "hash(session_id, actor_id, requested_model)"
@@ -187,8 +202,7 @@ def _fold_fresh(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(_OLD_SESSIONS)  # none: what the queries below merge with
     con.execute(f"INSERT INTO state_transitions {_TRANSITIONS}")
     con.execute(_MERGED_SESSIONS.replace("{transitions}", "state_transitions"))
-    moves.add(con, "state_transitions")
-    moves.merge(con)
+    _add_and_merge(con, "state_transitions")
     for table in ("state_keys", "state_rows", "state_old_sessions"):
         con.execute(f"DROP TABLE {table}")
 
@@ -216,10 +230,10 @@ def fold(
         return
     con.execute(_OLD_SESSIONS)
     con.execute(_EVERY_KEY if rederive else _DISORDERED)
-    # Every transition of a touched session leaves state_moves here and comes back
+    # Every transition of a touched session leaves the transition sums here and comes back
     # below with the new ones: the new transitions go straight into state_transitions
     # (a temporary copy of them cost as much as the insert in a rebuild's chunk).
-    moves.retract(con, TOUCHED_TRANSITIONS)
+    _retract(con, TOUCHED_TRANSITIONS)
     disordered = con.execute("SELECT count(*) FROM state_disordered").fetchall()[0][0]
     if disordered:  # their transitions are derived again below
         bound = (1 << 62) if upto is None else upto
@@ -231,8 +245,7 @@ def fold(
         "DELETE FROM state_sessions WHERE sid IN (SELECT sid FROM state_keys WHERE existed)"
     )
     con.execute(_MERGED_SESSIONS.replace("{transitions}", TOUCHED_TRANSITIONS))
-    moves.add(con, TOUCHED_TRANSITIONS)
-    moves.merge(con)
+    _add_and_merge(con, TOUCHED_TRANSITIONS)
     for table in (
         "state_keys",
         "state_rows",
