@@ -18,6 +18,12 @@ The schema is :func:`lake_schema`: the columns of ``token_usage``
 are only ever added, so readers merging schemas by name read old and new files
 together.
 
+A lake holds one ledger's rows. Before writing, a run checks that the ledger
+it reads is the one the lake came from (the event ids of the newest files'
+highest rows, see :mod:`ledger.lake.manifest`) and refuses another one with
+:class:`~ledger.errors.LakeTargetError`: its ids would look exported already and
+its rows would be skipped without a word.
+
 The lake receives facts as exported: a row deleted or repriced in the ledger
 afterwards keeps its exported values here. Export into a new target to take a
 fresh picture.
@@ -49,6 +55,8 @@ from ledger.schema import TABLE_NAME, token_usage
 
 PARTITION: Final = "date"
 BATCH_ROWS: Final = 256_000
+#: Files whose anchors a run checks: the newest ones, whose rows retention keeps longest.
+ANCHOR_FILES: Final = 8
 
 #: ``progress(rows_written, rows_to_write)``
 ExportProgress = Callable[[int, int], None]
@@ -131,6 +139,7 @@ def export_lake(
         message = f"cannot write a lake at {target}: {exc}"
         raise LakeTargetError(message, target=str(target)) from exc
     manifest = mf.read(filesystem, root)
+    _check_same_ledger(analytics, filesystem, root, manifest, target)
     removed = _remove_uncommitted(filesystem, root, manifest)
     # The run selects against the manifest as it was at the start: each day it
     # commits raises the manifest's highest id past rows of later days.
@@ -179,6 +188,77 @@ ORDER BY id
 """  # noqa: S608
 
 
+# The anchors' rows as the ledger holds them (few ids; the id range lets zone maps skip).
+_ANCHOR_ROWS: Final = f"""
+SELECT id, event_id FROM {TABLE_NAME}
+WHERE id BETWEEN list_min($ids) AND list_max($ids) AND list_contains($ids, id)
+"""  # noqa: S608
+# Whether the ledger holds any row under an id the lake holds (not in one of its holes).
+_HOLDS_EXPORTED_ID: Final = f"""
+SELECT count(*) FROM (
+  SELECT t.id FROM {TABLE_NAME} AS t WHERE t.id <= $max_id
+  EXCEPT
+  SELECT t.id FROM {TABLE_NAME} AS t
+  JOIN (
+    SELECT unnest(CAST($hole_lo AS BIGINT[])) AS lo, unnest(CAST($hole_hi AS BIGINT[])) AS hi
+  ) AS h ON t.id BETWEEN h.lo AND h.hi
+  LIMIT 1
+)
+"""  # noqa: S608
+
+
+def _check_same_ledger(
+    analytics: RowSource,
+    filesystem: pafs.FileSystem,
+    root: str,
+    manifest: mf.Manifest,
+    target: str | Path,
+) -> None:
+    """Raise :class:`LakeTargetError` when ``analytics`` reads another ledger than the lake's.
+
+    The ledger must hold the newest files' anchors under their ids; with none of
+    them there, it must hold no row under an exported id at all (then every row it
+    has is new to the lake, and nothing is skipped)."""
+    anchors = _anchors(filesystem, root, manifest)
+    if not anchors:
+        return
+    held = dict(analytics.relation(_ANCHOR_ROWS, {"ids": list(anchors)}).fetchall())
+    for row_id, event_id in anchors.items():
+        if row_id in held and held[row_id] != event_id:
+            raise _another_ledger(target, f"row {row_id} is event {held[row_id]} here")
+    if held:
+        return
+    (exported,) = analytics.relation(_HOLDS_EXPORTED_ID, _selection(manifest)).fetchall()[0]
+    if exported:
+        raise _another_ledger(target, "this ledger holds none of its newest rows")
+
+
+def _another_ledger(target: str | Path, why: str) -> LakeTargetError:
+    return LakeTargetError(
+        f"{target} holds another ledger's rows ({why}): its ids would look exported "
+        "already and this ledger's rows would be skipped. Export each ledger into a "
+        "target of its own",
+        target=str(target),
+    )
+
+
+def _anchors(filesystem: pafs.FileSystem, root: str, manifest: mf.Manifest) -> dict[int, str]:
+    """``max_id -> event_id`` of the newest :data:`ANCHOR_FILES` files; a file committed
+    before the manifest kept anchors gives its highest row's event id from its data."""
+    newest = sorted(manifest.files, key=lambda f: f.max_id)[-ANCHOR_FILES:]
+    return {f.max_id: f.anchor or _anchor_in_file(filesystem, root, f) for f in newest}
+
+
+def _anchor_in_file(filesystem: pafs.FileSystem, root: str, entry: mf.LakeFile) -> str:
+    table = pq.read_table(
+        f"{root}/{entry.path}",
+        filesystem=filesystem,
+        columns=["event_id"],
+        filters=[("id", "=", entry.max_id)],
+    )
+    return str(table.column("event_id")[0].as_py())
+
+
 def _selection(manifest: mf.Manifest) -> dict[str, object]:
     holes = manifest.holes()
     return {
@@ -202,6 +282,7 @@ def _write_day(
     filesystem.create_dir(directory, recursive=True)
     runs: list[mf.IdRange] = []
     written = 0
+    anchor = ""  # the event id of the highest id: the last row, as rows come by id
     staging = f"{directory}/_export.parquet.tmp"
     with (
         filesystem.open_output_stream(staging) as stream,
@@ -212,6 +293,7 @@ def _write_day(
             writer.write_table(table)
             runs = [*mf.merge_ranges([*runs, *_runs(table.column("id"))])]
             written += table.num_rows
+            anchor = str(table.column("event_id")[-1].as_py())
             yield table.num_rows, manifest
     if not written:  # the day's rows went away between counting and reading
         filesystem.delete_file(staging)
@@ -219,7 +301,7 @@ def _write_day(
     name = f"part-{runs[0][0]:012d}.parquet"
     filesystem.move(staging, f"{directory}/{name}")
     entry = mf.LakeFile(
-        f"{PARTITION}={day.isoformat()}/{name}", day, written, runs[0][0], runs[-1][1]
+        f"{PARTITION}={day.isoformat()}/{name}", day, written, runs[0][0], runs[-1][1], anchor
     )
     manifest = manifest.committed(entry, runs)
     mf.write(filesystem, root, manifest)

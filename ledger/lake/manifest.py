@@ -13,6 +13,11 @@ many rows the lake holds; the ids *between* ranges (the holes) are those an
 export has not seen: rolled-back ids, or rows that committed late on
 PostgreSQL. Each export reads the holes again, so a late row is exported once
 it reaches the analytics copy.
+
+Ids say nothing of *which* ledger they came from: another ledger's rows 1..n
+would look exported already. So each file also records the ``event_id`` of
+its highest id (its *anchor*), and an export first checks that the ledger it
+reads still holds those events under those ids (``ledger.lake.export``).
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ class LakeFile:
     rows: int
     min_id: int
     max_id: int
+    #: the ``event_id`` of the row ``max_id``; None in a manifest written before anchors
+    anchor: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +115,7 @@ def to_json(manifest: Manifest) -> str:
                     "rows": f.rows,
                     "min_id": f.min_id,
                     "max_id": f.max_id,
+                    "anchor": f.anchor,
                 }
                 for f in manifest.files
             ],
@@ -133,6 +141,7 @@ def from_json(text: str) -> Manifest:
                 rows=int(f["rows"]),
                 min_id=int(f["min_id"]),
                 max_id=int(f["max_id"]),
+                anchor=f.get("anchor"),
             )
             for f in data["files"]
         ),

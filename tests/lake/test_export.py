@@ -25,7 +25,7 @@ from ledger.lake.export import export_lake, lake_schema
 from ledger.lake.manifest import MANIFEST_NAME, Manifest, merge_ranges
 from ledger.schema import token_usage
 from ledger.store.engine import make_engine
-from tests.analytics.builders import insert_rows, served
+from tests.analytics.builders import insert_rows, migrated_sqlite, served
 
 S = {"session_id": "s", "actor_id": "planner", "session_key": "k"}
 
@@ -97,6 +97,59 @@ def test_a_row_committed_late_below_the_exported_ids_is_exported_once(
         result = export_lake(analytics, lake)
     assert (result.new_rows, result.total_rows) == (1, 3)
     assert [i for i, _, _ in lake_rows(lake)] == [1, 2, 3]
+
+
+def test_another_ledger_is_refused_not_skipped(sqlite_url: str, tmp_path: Path) -> None:
+    """A second ledger's ids 1..n look exported already: its rows must not be skipped."""
+    lake = tmp_path / "lake"
+    insert_rows(sqlite_url, [served(m, "A", **S) for m in (0, 1, 2)])
+    with Analytics(sqlite_url, path=tmp_path / "copy.duckdb") as analytics:
+        export_lake(analytics, lake)
+    manifest_before = (lake / MANIFEST_NAME).read_text()
+    other = migrated_sqlite(tmp_path / "other.db")
+    insert_rows(other, [served(m, "B", **S) for m in (0, 1, 2, 3)])  # ids 1..3 and one more
+    smaller = migrated_sqlite(tmp_path / "smaller.db")
+    insert_rows(smaller, [served(0, "B", **S)])  # id 1 only: none of the lake's anchors
+    refusals = ((other, "row 3 is event"), (smaller, "holds none of its newest rows"))
+    for n, (url, why) in enumerate(refusals):
+        with (
+            Analytics(url, path=tmp_path / f"copy{n}.duckdb") as analytics,
+            pytest.raises(LakeTargetError, match="another ledger's rows") as refused,
+        ):
+            export_lake(analytics, lake)
+        assert why in str(refused.value) and "a target of its own" in str(refused.value)
+    assert (lake / MANIFEST_NAME).read_text() == manifest_before
+    assert [i for i, _, _ in lake_rows(lake)] == [1, 2, 3]
+
+
+def test_the_same_ledger_exports_after_old_rows_are_deleted_and_from_an_old_manifest(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """Retention removes the oldest rows: the newest files' anchors still match. A manifest
+    written before anchors existed is checked against its files' data."""
+    lake = tmp_path / "lake"
+    insert_rows(sqlite_url, [served(m, "A", **S) for m in (0, 1500, 3000)])  # three days
+    with Analytics(sqlite_url, path=tmp_path / "copy.duckdb") as analytics:
+        export_lake(analytics, lake)
+    manifest = json.loads((lake / MANIFEST_NAME).read_text())
+    assert [f["anchor"] for f in manifest["files"]] == [lake_events(lake)[i] for i in (1, 2, 3)]
+    for entry in manifest["files"]:
+        del entry["anchor"]
+    (lake / MANIFEST_NAME).write_text(json.dumps(manifest))
+    engine = make_engine(sqlite_url)
+    with engine.begin() as conn:
+        conn.execute(delete(token_usage).where(token_usage.c.id <= 2))
+    engine.dispose()
+    insert_rows(sqlite_url, [served(3001, "A", **S)])
+    with Analytics(sqlite_url, path=tmp_path / "copy.duckdb") as analytics:
+        assert export_lake(analytics, lake).new_rows == 1
+    assert [i for i, _, _ in lake_rows(lake)] == [1, 2, 3, 4]
+
+
+def lake_events(lake: Path) -> dict[int, str]:
+    with duckdb.connect() as con:
+        rows = con.execute(f"SELECT id, event_id FROM read_parquet('{lake}/*/*.parquet')")
+        return dict(rows.fetchall())
 
 
 def test_files_follow_the_documented_schema(sqlite_url: str, tmp_path: Path) -> None:
