@@ -46,8 +46,9 @@ views stored in the file (``sql/stored/<name>.sql``) read those instead:
     the changed transitions (switches and idle releases) counted per model,
     agent, day and whole second of gap (:mod:`ledger.analytics.moves`).
 ``state_decay``
-    every transition counted and its tokens summed per model and idle-gap
-    bucket (:mod:`ledger.analytics.decay`): what ``cache_decay`` reads.
+    every transition counted and its tokens summed per model, key_sent and
+    whole second of gap (:mod:`ledger.analytics.decay`): what ``cache_decay``
+    and ``cache_decay_by_key`` read.
 
 Nothing here depends on a setting, so ``UPDATE ledger_settings`` takes effect
 at once. New rows are folded in incrementally: a call's or session's existing
@@ -86,7 +87,7 @@ from ledger.analytics import (
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 11
+STATE_VERSION: Final = 12
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
 #: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).

@@ -121,6 +121,34 @@ def test_cache_decay_buckets_follow_the_idle_window_setting(
     assert short.loc["5 min – 30 min", "calls"] == 2
 
 
+@pytest.mark.parametrize("idle_window_s", [600.0, 100.5, 100.0, 90_000.0, 86_400.0])
+def test_cache_decay_from_the_stored_sums_equals_the_rows_whatever_the_window(
+    ledger_url: str, tmp_path: Path, idle_window_s: float
+) -> None:
+    """The stored decay keeps whole seconds of gap, one bucket beyond a day: a window
+    inside a second (100.5 s) or beyond a day must still split the gaps it lies between."""
+    rows = []
+    gaps_s = (100.25, 100.75, 1_000, 86_399.5, 87_000, 200_000)
+    for n, gap_s in enumerate(gaps_s):
+        who = {"session_id": f"s{n}", "actor_id": "a", "session_key": "k" if n % 2 else None}
+        rows += [
+            served(0, "A", input_tokens=100, cache_read_tokens=0, **who),
+            served(gap_s / 60, "A" if n % 3 else "B", input_tokens=100, cache_read_tokens=n * 10,
+                   **who),
+        ]  # fmt: skip
+    insert_rows(ledger_url, rows)
+    with open_analytics(ledger_url, tmp_path, idle_window_s=idle_window_s) as analytics:
+        everything = Filters(models=["m"])  # a filter: computed from the rows
+        for stored, computed in (
+            (analytics.cache_decay_by_key(), analytics.cache_decay_by_key(everything)),
+            (analytics.cache_decay(), analytics.cache_decay(everything)),
+        ):
+            pd.testing.assert_frame_equal(stored, computed)
+            assert int(stored.calls.sum()) == len(gaps_s)
+    by_gap = stored.set_index("idle_gap")
+    assert by_gap.loc["30+ min", "calls"] == 3  # the gaps beyond 1,800 s
+
+
 def test_cache_hits_by_agent_keeps_the_hit_calls(ledger_url: str, tmp_path: Path) -> None:
     s = {"actor_id": "a", "input_tokens": 100}
     rows = [served(0, "A", cache_read_tokens=10, **s), served(1, "B", **s), served(2, "B", **s)]

@@ -1,7 +1,13 @@
 -- cache_decay_by_key, as stored in the analytics file: the same rows and columns
 -- as sql/cache_decay_by_key.sql (see there for the buckets and columns), read
--- from state_transitions itself: the transitions view would join every
--- transition to its session for names this view does not use.
+-- from state_decay (the transitions summed per model, key_sent and whole second
+-- of gap: ledger/analytics/decay.py). A bucket gap_ceil_s holds the gaps in
+-- (gap_ceil_s - 1, gap_ceil_s], the last one (86401) every gap beyond a day. An
+-- edge x below the bucket (x <= gap_ceil_s - 1) is below each of its gaps; only an
+-- edge inside one (a fractional idle window, or one beyond a day) cuts it, and
+-- that bucket's transitions are read one by one from state_transitions. With a
+-- whole number of seconds under a day none is, the join's build side is empty
+-- and DuckDB never reads state_transitions.
 CREATE OR REPLACE VIEW cache_decay_by_key AS
 WITH edges AS (
     SELECT
@@ -9,37 +15,68 @@ WITH edges AS (
             AS e,
         ledger_setting('idle_window_s') AS window_s
 ),
-bucketed AS (
+decay AS (
     SELECT
-        -- the edges below the gap, counted without a lambda per transition (4 or 5 edges)
-        CAST(t.gap_s > edges.e[1] AS BIGINT) + CAST(t.gap_s > edges.e[2] AS BIGINT)
-            + CAST(t.gap_s > edges.e[3] AS BIGINT) + CAST(t.gap_s > edges.e[4] AS BIGINT)
-            + CAST(coalesce(t.gap_s > edges.e[5], false) AS BIGINT) AS gap_order,
-        t.key_sent,
-        t.input_tokens,
-        t.cache_read_tokens,
-        t.usage_reported,
-        edges.e,
-        edges.window_s
-    FROM state_transitions AS t
+        d.key_sent,
+        d.gap_ceil_s,
+        coalesce(d.gap_ceil_s - 1 < edges.window_s AND edges.window_s < d.gap_ceil_s, false)
+            OR (d.gap_ceil_s = 86401 AND edges.window_s > 86400) AS straddles,
+        -- the edges below the bucket, counted without a lambda per row (4 or 5 edges)
+        CAST(edges.e[1] <= d.gap_ceil_s - 1 AS BIGINT)
+            + CAST(edges.e[2] <= d.gap_ceil_s - 1 AS BIGINT)
+            + CAST(edges.e[3] <= d.gap_ceil_s - 1 AS BIGINT)
+            + CAST(edges.e[4] <= d.gap_ceil_s - 1 AS BIGINT)
+            + CAST(coalesce(edges.e[5] <= d.gap_ceil_s - 1, false) AS BIGINT) AS gap_order,
+        d.calls,
+        d.reported_calls,
+        d.input_tokens,
+        d.cache_read_tokens,
+        d.hit_calls
+    FROM state_decay AS d
     CROSS JOIN edges
+),
+straddling AS (
+    SELECT
+        len(list_filter(edges.e, lambda x: t.gap_s > x)) AS gap_order,
+        t.key_sent,
+        1 AS calls,
+        CAST(t.usage_reported AS BIGINT) AS reported_calls,
+        CASE WHEN t.usage_reported THEN coalesce(t.input_tokens, 0) ELSE 0 END AS input_tokens,
+        CASE WHEN t.usage_reported THEN coalesce(t.cache_read_tokens, 0) ELSE 0 END
+            AS cache_read_tokens,
+        CAST(coalesce(t.usage_reported AND t.cache_read_tokens > 0, false) AS BIGINT)
+            AS hit_calls
+    FROM state_transitions AS t
+    JOIN (SELECT DISTINCT key_sent, gap_ceil_s FROM decay WHERE straddles) AS b
+        ON t.key_sent IS NOT DISTINCT FROM b.key_sent
+        AND least(CAST(ceil(t.gap_s) AS BIGINT), 86401) = b.gap_ceil_s
+    CROSS JOIN edges
+),
+counted AS (
+    SELECT gap_order, key_sent, calls, reported_calls, input_tokens, cache_read_tokens,
+        hit_calls
+    FROM decay
+    WHERE NOT straddles
+    UNION ALL
+    SELECT gap_order, key_sent, calls, reported_calls, input_tokens, cache_read_tokens,
+        hit_calls
+    FROM straddling
 ),
 grouped AS (
     SELECT
-        gap_order,
-        key_sent,
-        any_value(e)[gap_order] AS gap_from_s,
-        any_value(e)[gap_order + 1] AS gap_to_s,
-        any_value(window_s) AS window_s,
-        count(*) AS calls,
-        count(*) FILTER (WHERE usage_reported) AS reported_calls,
-        CAST(coalesce(sum(input_tokens) FILTER (WHERE usage_reported), 0) AS BIGINT)
-            AS input_tokens,
-        CAST(coalesce(sum(cache_read_tokens) FILTER (WHERE usage_reported), 0) AS BIGINT)
-            AS cache_read_tokens,
-        count(*) FILTER (WHERE usage_reported AND cache_read_tokens > 0) AS hit_calls
-    FROM bucketed
-    GROUP BY gap_order, key_sent
+        c.gap_order,
+        c.key_sent,
+        any_value(edges.e)[c.gap_order] AS gap_from_s,
+        any_value(edges.e)[c.gap_order + 1] AS gap_to_s,
+        any_value(edges.window_s) AS window_s,
+        CAST(sum(c.calls) AS BIGINT) AS calls,
+        sum(c.reported_calls) AS reported_calls,
+        CAST(sum(c.input_tokens) AS BIGINT) AS input_tokens,
+        CAST(sum(c.cache_read_tokens) AS BIGINT) AS cache_read_tokens,
+        sum(c.hit_calls) AS hit_calls
+    FROM counted AS c
+    CROSS JOIN edges
+    GROUP BY c.gap_order, c.key_sent
 ),
 labelled AS (
     SELECT
