@@ -440,7 +440,8 @@ def measure(lake: Path, args: argparse.Namespace) -> None:
 
     base = statistics.median(duck_s[BASELINE])
     base_spark = statistics.median(spark_s[BASELINE]) if spark is not None else math.nan
-    print(f"\n{args.rows:,} rows, median of {args.rounds} interleaved rounds")
+    rows = mf.read(*open_target(lake)).rows  # --lake: its own count, not --rows
+    print(f"\n{rows:,} rows, median of {args.rounds} interleaved rounds")
     print(
         f"{'':<26} {'duckdb s':>9} {'/baseline':>9} {'cpu s':>7} {'peak GiB':>9} "
         f"{'spark s':>9} {'/baseline':>9} {'spark/duckdb':>13}"
