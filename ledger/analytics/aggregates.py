@@ -301,9 +301,9 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
     gaps.ensure_table(con)
     latency_tails.ensure_tables(con)
     clusters.ensure_table(con)
-    moves.ensure_table(con)
-    decay.ensure_table(con)
-    call_rollup.ensure_table(con)
+    moves.SUMS.ensure_table(con)
+    decay.SUMS.ensure_table(con)
+    call_rollup.SUMS.ensure_table(con)
 
 
 def _stage_calls(con: duckdb.DuckDBPyConnection, src: str, single: str) -> None:
@@ -315,7 +315,7 @@ def _stage_calls(con: duckdb.DuckDBPyConnection, src: str, single: str) -> None:
     con.execute(_NEW_SINGLES.format(src=src, single=single))
     con.execute(_NEW_CALLS.format(src=_DUP_ROWS.format(src=src)))
     if single == "state_single_calls":
-        call_rollup.add(
+        call_rollup.SUMS.add(
             con,
             f"(SELECT * FROM {src} WHERE hash(call_id) NOT IN (SELECT ckey FROM state_call_dups) "
             "OR id IN (SELECT first_id FROM state_new_calls WHERE n_rows = 1))",
@@ -329,7 +329,8 @@ def _stage_calls(con: duckdb.DuckDBPyConnection, src: str, single: str) -> None:
 
 
 def _store_staged(con: duckdb.DuckDBPyConnection, src: str) -> None:
-    call_rollup.add(con, f"(SELECT * FROM {src} WHERE id IN (SELECT id FROM state_new_single))")
+    staged = f"(SELECT * FROM {src} WHERE id IN (SELECT id FROM state_new_single))"
+    call_rollup.SUMS.add(con, staged)
     con.execute("INSERT INTO state_single_calls SELECT * FROM state_new_single")
     con.execute("INSERT INTO state_calls SELECT * FROM state_new_calls")
     con.execute("DROP TABLE state_new_single")
@@ -404,7 +405,7 @@ def _merge_seen_calls(
         "AND id IN (SELECT id FROM state_old_rows)",
         {"ids": ids},
     )
-    call_rollup.retract(con, "state_old_rows")
+    call_rollup.SUMS.retract(con, "state_old_rows")
     con.execute(
         "DELETE FROM state_calls WHERE list_contains(CAST($keys AS UBIGINT[]), ckey) "
         "AND call_id IN (SELECT call_id FROM state_old_calls)",
@@ -462,7 +463,7 @@ def _fold(
     con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool, upto: int | None = None
 ) -> None:
     _fold_calls(con, src, fresh=fresh)
-    call_rollup.merge(con)
+    call_rollup.SUMS.merge(con)
     _fold_rollup(con, src, fresh=fresh)
     _fold_latency(con, src)
     session_aggregates.fold(con, src, upto=upto, fresh=fresh)
@@ -661,7 +662,7 @@ def _refold(con: duckdb.DuckDBPyConnection) -> None:
         "OR id IN (SELECT id FROM state_touched_call_rows)))"
     )
     # the call rollup held them as the state did: an old version where there is one
-    call_rollup.retract(
+    call_rollup.SUMS.retract(
         con,
         f"(SELECT * FROM state_removed_rows WHERE id IN {gone} UNION ALL "
         f"SELECT * FROM state_touched_call_rows WHERE id IN {gone} "
@@ -669,7 +670,7 @@ def _refold(con: duckdb.DuckDBPyConnection) -> None:
     )
     con.execute(f"DELETE FROM state_single_calls WHERE id IN {gone}")
     _stage_calls(con, "state_touched_call_rows", "state_single_calls")
-    call_rollup.merge(con)
+    call_rollup.SUMS.merge(con)
     con.execute("INSERT INTO state_calls SELECT * FROM state_new_calls")
     con.execute("DROP TABLE state_new_calls")
     con.execute(

@@ -16,9 +16,9 @@ over the one-row calls, with ``calls``, ``priced_calls`` (a known cost) and
 several rows are read from ``state_calls`` as they are (few).
 
 Every column is a sum, so it follows ``state_single_calls`` by addition: the
-rows of one-row calls it gains are added (:func:`add`), those of calls it loses
+rows of one-row calls it gains are added, those of calls it loses
 (a call that gained a row, a row changed or deleted) are retracted with the
-values the state held, and :func:`merge` folds both in.
+values the state held, and the merge folds both in (:data:`SUMS`).
 """
 
 # Every SQL string here is a module constant over our own tables: S608 does not apply.
@@ -27,13 +27,11 @@ from __future__ import annotations
 
 from typing import Final
 
-import duckdb
-
 from ledger.analytics.signed_sums import SignedSums
 
 TABLE: Final = "state_call_rollup"
 
-DDL: Final = f"""
+_DDL: Final = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     actor_id VARCHAR, requested_provider VARCHAR, responding_provider VARCHAR,
     requested_model VARCHAR, fell_back BOOLEAN, status VARCHAR, response_cache_hit BOOLEAN,
@@ -45,7 +43,7 @@ _KEY: Final = (
     "response_cache_hit"
 )
 
-# {rows}: rows of one-row calls (token_usage's columns); {sign}: 1 to add, -1 to retract.
+# {src}: rows of one-row calls (token_usage's columns); {sign}: 1 to add, -1 to retract.
 _PARTS: Final = f"""
 INSERT INTO {TABLE}_delta
 SELECT {_KEY}, {{sign}} * count(*), {{sign}} * count(cost_usd), {{sign}} * sum(cost_usd)
@@ -58,34 +56,17 @@ FROM (
         CASE WHEN status = 'ok' THEN 'ok' ELSE 'error' END AS status,
         response_cache_hit,
         CAST(cost_usd AS DECIMAL(38, 10)) AS cost_usd
-    FROM {{rows}}
+    FROM {{src}}
 )
 GROUP BY {_KEY}
 """
 
-_SUMS: Final = SignedSums(
+SUMS: Final = SignedSums(
     TABLE,
+    _DDL,
     _KEY,
+    _PARTS,
     "CAST(sum(calls) AS BIGINT), CAST(sum(priced_calls) AS BIGINT), "
     "CASE WHEN sum(priced_calls) = 0 THEN NULL ELSE sum(cost_usd) END",
     "calls",
 )
-
-
-def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(DDL)
-
-
-def add(con: duckdb.DuckDBPyConnection, rows: str) -> None:
-    """Note that the one-row calls whose rows are relation ``rows`` joined the state."""
-    _SUMS.note(con, _PARTS.format(rows=rows, sign=1))
-
-
-def retract(con: duckdb.DuckDBPyConnection, rows: str) -> None:
-    """Note that the one-row calls whose rows (as the state held them) are ``rows`` left it."""
-    _SUMS.note(con, _PARTS.format(rows=rows, sign=-1))
-
-
-def merge(con: duckdb.DuckDBPyConnection) -> None:
-    """Fold what :func:`add` and :func:`retract` noted into the table; an emptied group goes."""
-    _SUMS.merge(con)

@@ -22,7 +22,7 @@ beyond the cap, cuts one, whose transitions the stored view reads one by one
 
 Every column is a sum, so it follows ``state_transitions`` by addition, exactly as
 ``state_moves`` does (:mod:`ledger.analytics.moves`): the transitions a fold removes
-are retracted, the ones it adds are added, and :func:`merge` folds both in.
+are retracted, the ones it adds are added, and the merge folds both in.
 """
 
 # Every SQL string here is a module constant over our own tables: S608 does not apply.
@@ -31,8 +31,6 @@ from __future__ import annotations
 
 from typing import Final
 
-import duckdb
-
 from ledger.analytics.signed_sums import SignedSums
 
 TABLE: Final = "state_decay"
@@ -40,7 +38,7 @@ TABLE: Final = "state_decay"
 #: write the same number (sql/stored/cache_decay*.sql).
 CAP_S: Final = 86_400
 
-DDL: Final = f"""
+_DDL: Final = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     requested_model VARCHAR, key_sent BOOLEAN, gap_ceil_s BIGINT,
     calls BIGINT NOT NULL, changed_upstream BIGINT NOT NULL, reported_calls BIGINT NOT NULL,
@@ -73,9 +71,11 @@ FROM (
 GROUP BY {_KEY}
 """
 
-_SUMS: Final = SignedSums(
+SUMS: Final = SignedSums(
     TABLE,
+    _DDL,
     _KEY,
+    _PARTS,
     ", ".join(
         f"CAST(sum({c}) AS BIGINT)"
         for c in (
@@ -89,22 +89,3 @@ _SUMS: Final = SignedSums(
     ),
     "calls",
 )
-
-
-def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(DDL)
-
-
-def retract(con: duckdb.DuckDBPyConnection, src: str) -> None:
-    """Note that the transitions of relation ``src`` are about to leave ``state_transitions``."""
-    _SUMS.note(con, _PARTS.format(src=src, sign=-1))
-
-
-def add(con: duckdb.DuckDBPyConnection, src: str) -> None:
-    """Note that the transitions of relation ``src`` joined ``state_transitions``."""
-    _SUMS.note(con, _PARTS.format(src=src, sign=1))
-
-
-def merge(con: duckdb.DuckDBPyConnection) -> None:
-    """Fold what :func:`retract` and :func:`add` noted into ``state_decay``."""
-    _SUMS.merge(con)

@@ -18,11 +18,11 @@ bucket, and the stored view reads that one bucket's transitions one by one
 (``sql/stored/switch_counts.sql``). No setting is applied here, so changing
 the idle window takes effect at once.
 
-Every column is a sum, so it follows ``state_transitions`` by addition: the
-transitions a fold removes are retracted (:func:`retract`), the ones it adds
-are added (:func:`add`), and :func:`merge` folds both into the table
-(:mod:`ledger.analytics.session_aggregates` calls them where it deletes and
-inserts transitions).
+Every column is a sum, so it follows ``state_transitions`` by addition
+(:data:`SUMS`): the transitions a fold removes are retracted, the ones it adds
+are added, and the merge folds both into the table
+(:mod:`ledger.analytics.session_aggregates` does where it deletes and inserts
+transitions).
 """
 
 # Every SQL string here is a module constant over our own tables: S608 does not apply.
@@ -31,13 +31,11 @@ from __future__ import annotations
 
 from typing import Final
 
-import duckdb
-
 from ledger.analytics.signed_sums import SignedSums
 
 TABLE: Final = "state_moves"
 
-DDL: Final = f"""
+_DDL: Final = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     requested_model VARCHAR, actor_id VARCHAR, day_number BIGINT, gap_ceil_s BIGINT,
     moves BIGINT NOT NULL, tokens_lost BIGINT NOT NULL)
@@ -66,28 +64,11 @@ FROM (
 GROUP BY {_KEY}
 """
 
-_SUMS: Final = SignedSums(
-    TABLE, _KEY, "CAST(sum(moves) AS BIGINT), CAST(sum(tokens_lost) AS BIGINT)", "moves"
+SUMS: Final = SignedSums(
+    TABLE,
+    _DDL,
+    _KEY,
+    _PARTS,
+    "CAST(sum(moves) AS BIGINT), CAST(sum(tokens_lost) AS BIGINT)",
+    "moves",
 )
-
-
-def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(DDL)
-
-
-def retract(con: duckdb.DuckDBPyConnection, src: str) -> None:
-    """Note that the transitions of relation ``src`` are about to leave ``state_transitions``."""
-    _SUMS.note(con, _PARTS.format(src=src, sign=-1))
-
-
-def add(con: duckdb.DuckDBPyConnection, src: str) -> None:
-    """Note that the transitions of relation ``src`` joined ``state_transitions``."""
-    _SUMS.note(con, _PARTS.format(src=src, sign=1))
-
-
-def merge(con: duckdb.DuckDBPyConnection) -> None:
-    """Fold what :func:`retract` and :func:`add` noted into ``state_moves``.
-
-    Only the buckets they touch are rewritten; a bucket left with no move goes.
-    """
-    _SUMS.merge(con)

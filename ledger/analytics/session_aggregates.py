@@ -22,7 +22,7 @@ from ledger.analytics import decay, moves
 from ledger.schema import TABLE_NAME
 
 # The sums kept per transition (each retract/add/merge over the same relations).
-_TRANSITION_SUMS: Final = (moves, decay)
+_TRANSITION_SUMS: Final = (moves.SUMS, decay.SUMS)
 
 
 def _retract(con: duckdb.DuckDBPyConnection, src: str) -> None:

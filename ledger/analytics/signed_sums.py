@@ -4,8 +4,10 @@ A fold notes what changed as signed parts (+ for rows that joined the state, -
 for rows that left it, with the values the state held) in a temporary delta
 table; :meth:`SignedSums.merge` then rewrites only the groups the delta
 touches and drops a group whose count sums to zero. ``state_moves``
-(:mod:`ledger.analytics.moves`) and ``state_call_rollup``
-(:mod:`ledger.analytics.call_rollup`) are kept this way.
+(:mod:`ledger.analytics.moves`), ``state_decay`` (:mod:`ledger.analytics.decay`)
+and ``state_call_rollup`` (:mod:`ledger.analytics.call_rollup`) are kept this
+way: each module holds one :class:`SignedSums`, its table and how a relation of
+rows becomes signed parts.
 """
 
 # Every SQL string here is built from our own table and column names: S608 does not apply.
@@ -19,12 +21,15 @@ import duckdb
 
 @dataclass(frozen=True, slots=True)
 class SignedSums:
-    """``table``'s groups by ``key``; ``sums``: the merged columns after the key, as a
-    SELECT list over the old rows and the delta; ``count``: the column whose sum is 0
-    for an emptied group."""
+    """``table`` (created by ``ddl``), its groups by ``key``; ``parts``: an ``INSERT INTO``
+    :attr:`delta` of the signed sums per key of relation ``{src}``, times ``{sign}``;
+    ``sums``: the merged columns after the key, as a SELECT list over the old rows and
+    the delta; ``count``: the column whose sum is 0 for an emptied group."""
 
     table: str
+    ddl: str
     key: str
+    parts: str
     sums: str
     count: str
 
@@ -32,10 +37,20 @@ class SignedSums:
     def delta(self) -> str:
         return f"{self.table}_delta"
 
-    def note(self, con: duckdb.DuckDBPyConnection, parts: str) -> None:
-        """Run ``parts``, an ``INSERT INTO`` :attr:`delta` of signed sums per key."""
+    def ensure_table(self, con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(self.ddl)
+
+    def add(self, con: duckdb.DuckDBPyConnection, src: str) -> None:
+        """Note that the rows of relation ``src`` joined the state the table follows."""
+        self._note(con, src, 1)
+
+    def retract(self, con: duckdb.DuckDBPyConnection, src: str) -> None:
+        """Note that the rows of relation ``src`` (as the state held them) leave it."""
+        self._note(con, src, -1)
+
+    def _note(self, con: duckdb.DuckDBPyConnection, src: str, sign: int) -> None:
         self._ensure_delta(con)
-        con.execute(parts)
+        con.execute(self.parts.format(src=src, sign=sign))
 
     def merge(self, con: duckdb.DuckDBPyConnection) -> None:
         """Fold the noted parts into ``table``: only the groups they touch are rewritten."""

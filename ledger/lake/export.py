@@ -225,12 +225,14 @@ def _check_same_ledger(
     held = dict(analytics.relation(_ANCHOR_ROWS, {"ids": list(anchors)}).fetchall())
     for row_id, event_id in anchors.items():
         if row_id in held and held[row_id] != event_id:
-            raise _another_ledger(target, f"row {row_id} is event {held[row_id]} here")
+            why = f"row {row_id} is event {event_id} there, {held[row_id]} in this ledger"
+            raise _another_ledger(target, why)
     if held:
         return
     (exported,) = analytics.relation(_HOLDS_EXPORTED_ID, _selection(manifest)).fetchall()[0]
     if exported:
-        raise _another_ledger(target, "this ledger holds none of its newest rows")
+        why = "this ledger has rows under its ids but none of its newest rows"
+        raise _another_ledger(target, why)
 
 
 def _another_ledger(target: str | Path, why: str) -> LakeTargetError:

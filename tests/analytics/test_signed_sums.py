@@ -6,20 +6,27 @@ import duckdb
 
 from ledger.analytics.signed_sums import SignedSums
 
-SUMS = SignedSums("counts", "k", "CAST(sum(n) AS BIGINT), CAST(sum(v) AS BIGINT)", "n")
+# A relation of (k, v) rows counted and summed per k, as the state modules' parts do.
+SUMS = SignedSums(
+    "counts",
+    "CREATE TABLE IF NOT EXISTS counts (k VARCHAR, n BIGINT, v BIGINT)",
+    "k",
+    "INSERT INTO counts_delta SELECT k, {sign} * count(*), {sign} * sum(v) FROM {src} GROUP BY k",
+    "CAST(sum(n) AS BIGINT), CAST(sum(v) AS BIGINT)",
+    "n",
+)
 
 
-def _note(con: duckdb.DuckDBPyConnection, k: str, n: int, v: int) -> None:
-    SUMS.note(con, f"INSERT INTO counts_delta VALUES ('{k}', {n}, {v})")
+def rows(*values: tuple[str, int]) -> str:
+    return "(VALUES " + ", ".join(f"('{k}', {v})" for k, v in values) + ") AS r(k, v)"
 
 
 def test_merge_adds_and_retracts_only_in_the_touched_groups_and_drops_an_emptied_one() -> None:
     con = duckdb.connect()
-    con.execute("CREATE TABLE counts (k VARCHAR, n BIGINT, v BIGINT)")
+    SUMS.ensure_table(con)
     con.execute("INSERT INTO counts VALUES ('a', 2, 10), ('b', 1, 5), ('c', 3, 7)")
-    _note(con, "a", 1, 4)  # a row joined group a
-    _note(con, "b", -1, -5)  # group b's only row left
-    _note(con, "d", 2, 1)  # a new group
+    SUMS.add(con, rows(("a", 4), ("d", 1), ("d", 0)))  # a row joined group a, two a new d
+    SUMS.retract(con, rows(("b", 5)))  # group b's only row left
     SUMS.merge(con)
     assert con.execute("SELECT * FROM counts ORDER BY k").fetchall() == [
         ("a", 3, 14),

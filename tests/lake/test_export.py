@@ -110,7 +110,7 @@ def test_another_ledger_is_refused_not_skipped(sqlite_url: str, tmp_path: Path) 
     insert_rows(other, [served(m, "B", **S) for m in (0, 1, 2, 3)])  # ids 1..3 and one more
     smaller = migrated_sqlite(tmp_path / "smaller.db")
     insert_rows(smaller, [served(0, "B", **S)])  # id 1 only: none of the lake's anchors
-    refusals = ((other, "row 3 is event"), (smaller, "holds none of its newest rows"))
+    refusals = ((other, "row 3 is event"), (smaller, "but none of its newest rows"))
     for n, (url, why) in enumerate(refusals):
         with (
             Analytics(url, path=tmp_path / f"copy{n}.duckdb") as analytics,
