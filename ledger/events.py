@@ -517,3 +517,10 @@ _free_text: Final = operator.itemgetter(
     EVENT_COLUMNS.index("locale"),
 )
 _FLAG_POSITIONS: Final = tuple(EVENT_COLUMNS.index(name) for name in _FLAG_FIELDS)
+# to_row's usual path indexes the row by literal positions (a constant index costs
+# less than a global lookup on every event); they must stay the columns' places.
+assert [EVENT_COLUMNS.index(name) for name in (
+    "event_id", "call_id", "started_at", "latency_ms", "ttft_ms", "input_tokens",
+    "cache_read_tokens", "cache_write_tokens", "cost_usd", "cost_source", "tags",
+    "usage_details",
+)] == [0, 1, 3, 4, 5, 20, 22, 23, 25, 26, 31, 33]  # fmt: skip

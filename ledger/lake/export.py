@@ -166,13 +166,16 @@ def export_lake(
 # The rows to export: above the manifest's highest id, or in one of its holes
 # (two parallel lists of range bounds). started_at AT TIME ZONE 'UTC' is the
 # naive UTC wall time, so the day is the UTC day whatever the time zone.
-_NEW_ROWS: Final = f"""
-SELECT t.* FROM {TABLE_NAME} AS t WHERE t.id > $max_id
-UNION ALL
+_HOLE_ROWS: Final = f"""
 SELECT t.* FROM {TABLE_NAME} AS t
 JOIN (
   SELECT unnest(CAST($hole_lo AS BIGINT[])) AS lo, unnest(CAST($hole_hi AS BIGINT[])) AS hi
 ) AS h ON t.id BETWEEN h.lo AND h.hi
+"""  # noqa: S608
+_NEW_ROWS: Final = f"""
+SELECT t.* FROM {TABLE_NAME} AS t WHERE t.id > $max_id
+UNION ALL
+{_HOLE_ROWS}
 """  # noqa: S608
 _NEW_DAYS: Final = f"""
 SELECT CAST(started_at AT TIME ZONE 'UTC' AS DATE) AS day, count(*)
@@ -196,13 +199,7 @@ WHERE id BETWEEN list_min($ids) AND list_max($ids) AND list_contains($ids, id)
 # Whether the ledger holds any row under an id the lake holds (not in one of its holes).
 _HOLDS_EXPORTED_ID: Final = f"""
 SELECT count(*) FROM (
-  SELECT t.id FROM {TABLE_NAME} AS t WHERE t.id <= $max_id
-  EXCEPT
-  SELECT t.id FROM {TABLE_NAME} AS t
-  JOIN (
-    SELECT unnest(CAST($hole_lo AS BIGINT[])) AS lo, unnest(CAST($hole_hi AS BIGINT[])) AS hi
-  ) AS h ON t.id BETWEEN h.lo AND h.hi
-  LIMIT 1
+  SELECT id FROM {TABLE_NAME} WHERE id <= $max_id EXCEPT SELECT id FROM ({_HOLE_ROWS}) LIMIT 1
 )
 """  # noqa: S608
 
