@@ -93,6 +93,10 @@ def main() -> None:
         click.echo("Aborted.", err=True)
         sys.exit(1)
     except LedgerError as exc:
-        click.echo(f"ledger: {exc}", err=True)
+        # A message may quote the ledger's own strings (an event id, a journal line):
+        # data, so a control character in one cannot restyle or clear the terminal.
+        from ledger.cli.tables import safe_lines  # the error path only: pandas is heavy
+
+        click.echo(f"ledger: {safe_lines(str(exc))}", err=True)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

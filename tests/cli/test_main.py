@@ -6,7 +6,7 @@ import click
 import pytest
 
 from ledger import cli as ledger_cli
-from ledger.errors import ConfigurationError
+from ledger.errors import ConfigurationError, LakeTargetError
 
 
 @click.command()
@@ -21,9 +21,20 @@ def fails() -> None:
     raise ConfigurationError("LEDGER_DATABASE_URL is not a valid SQLAlchemy URL")
 
 
+@click.command()
+def quotes() -> None:
+    """A message quoting a ledger string with an escape sequence in it (hand-edited data)."""
+    raise LakeTargetError("lake holds another ledger's rows (row 3 is event \x1b[2J)", target="x")
+
+
 @pytest.fixture(autouse=True)
 def extra_commands(monkeypatch: pytest.MonkeyPatch) -> None:
-    specs = (*ledger_cli.COMMANDS, f"{__name__}:exits", f"{__name__}:fails")
+    specs = (
+        *ledger_cli.COMMANDS,
+        f"{__name__}:exits",
+        f"{__name__}:fails",
+        f"{__name__}:quotes",
+    )
     monkeypatch.setattr(ledger_cli, "COMMANDS", specs)
 
 
@@ -44,6 +55,16 @@ def test_ledger_errors_are_one_line_and_exit_2(
     assert raised.value.code == 2
     err = capsys.readouterr().err
     assert err == "ledger: LEDGER_DATABASE_URL is not a valid SQLAlchemy URL\n"
+
+
+def test_a_ledger_string_in_an_error_cannot_drive_the_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.argv", ["ledger", "quotes"])
+    with pytest.raises(SystemExit):
+        ledger_cli.main()
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "row 3 is event \\x1b[2J)" in err
 
 
 def test_a_mistyped_command_is_exit_2_with_the_nearest_names(
