@@ -519,10 +519,20 @@ def main() -> None:
     parser.add_argument("--only-otel", action="store_true", help="run the exporter figure only")
     parser.add_argument("--no-otel", action="store_true", help="skip the exporter figure")
     parser.add_argument("--no-record", action="store_true", help="skip the record() latency")
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=None,
+        help="sys.setswitchinterval for the run (CPython's 0.005 s by default): how long the "
+        "writer thread may wait for the GIL while record() runs",
+    )
     args = parser.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     events = make_events(args.events)
     print(
-        f"machine: {os.cpu_count()} CPUs; {args.events:,} events of {len(EVENT_COLUMNS)} columns\n"
+        f"machine: {os.cpu_count()} CPUs; {args.events:,} events of {len(EVENT_COLUMNS)} columns; "
+        f"GIL switch interval {sys.getswitchinterval() * 1e3:g} ms\n"
     )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
