@@ -8,9 +8,9 @@ in ``--workdir`` for the next run) synced into a fresh DuckDB file, then
 ``--rounds`` interleaved rounds (the order alternates) of
 
 - *baseline*: the verdict with the stored ``upstream_scorecard`` and
-  ``upstream_p95_intervals`` as they were before the kept latency tails
+  ``upstream_p95_intervals`` as they were before the kept latency bands
   (``bench/verdict_baseline.sql``: they rank every served latency), and
-- *tails*: the verdict with the views the package installs,
+- *bands*: the verdict with the views the package installs,
 
 each timed as the whole result fetched; medians printed, and both answers
 checked equal. The same for the verdict's latency part alone (the p95 interval
@@ -20,7 +20,7 @@ growing with the rows the way the baseline's does.
 
 ``--latencies N`` (10M rows served through the writer take long on a loaded
 machine): after the sync, ``state_latency`` is grown to N served latencies by
-repeating each group's own latencies (new ids), and the tails are cut again as
+repeating each group's own latencies (new ids), and the bands are cut again as
 a sync would, so the latency part of the state is that of a much larger ledger
 while the rest stays that of ``--rows``.
 """
@@ -36,10 +36,10 @@ from pathlib import Path
 import bench_analytics  # beside this script
 import duckdb
 
-from ledger.analytics import Analytics, latency_tails, views
+from ledger.analytics import Analytics, latency_bands, views
 
 BASELINE = Path(__file__).with_name("verdict_baseline.sql")
-TAIL_VIEWS = ("upstream_scorecard", "upstream_p95_intervals")
+BAND_VIEWS = ("upstream_scorecard", "upstream_p95_intervals")
 VERDICT = "SELECT * FROM provider_order_verdict ORDER BY ALL"
 #: What the verdict reads of the latencies: the p95 interval, and the scorecard's p95 column.
 LATENCY_PART = (
@@ -76,7 +76,7 @@ def grow_latencies(con: duckdb.DuckDBPyConnection, target: int) -> None:
         [copies],
     )
     con.execute("INSERT INTO state_latency SELECT * FROM grown")
-    latency_tails.add(con, "grown")
+    latency_bands.add(con, "grown")
     con.execute("DROP TABLE grown")
     con.execute("CHECKPOINT")
 
@@ -85,7 +85,7 @@ def install(con: duckdb.DuckDBPyConnection, which: str) -> None:
     if which == "baseline":
         con.execute(BASELINE.read_text("utf-8"))
     else:
-        for name in TAIL_VIEWS:
+        for name in BAND_VIEWS:
             con.execute(views.stored_view_sql(name))
 
 
@@ -112,24 +112,24 @@ def bench(duck: Path, rounds: int, label: str) -> None:
     try:
         (n, kept) = con.execute(
             "SELECT (SELECT count(*) FROM state_latency), "
-            f"(SELECT count(*) FROM {latency_tails.TAIL})"
+            f"(SELECT count(*) FROM {latency_bands.BAND})"
         ).fetchone() or (0, 0)
         print(f"{label}: {n:,} served latencies, {kept:,} kept ({kept / max(n, 1):.1%})")
         for what, sql in (("verdict", VERDICT), ("latency part", LATENCY_PART)):
-            times: dict[str, list[float]] = {"baseline": [], "tails": []}
+            times: dict[str, list[float]] = {"baseline": [], "bands": []}
             answers: dict[str, list[tuple[object, ...]]] = {}
             for r in range(rounds):
-                order = ("baseline", "tails") if r % 2 == 0 else ("tails", "baseline")
+                order = ("baseline", "bands") if r % 2 == 0 else ("bands", "baseline")
                 for which in order:
                     install(con, which)
                     t, answers[which] = timed(con, sql)
                     times[which].append(t)
-            install(con, "tails")
-            base, tails = (statistics.median(times[w]) for w in ("baseline", "tails"))
-            equal = same(answers["baseline"], answers["tails"])
+            install(con, "bands")
+            base, bands = (statistics.median(times[w]) for w in ("baseline", "bands"))
+            equal = same(answers["baseline"], answers["bands"])
             print(
-                f"  {what:<12} median of {rounds}: baseline {base:.3f} s, tails {tails:.3f} s "
-                f"({base / tails:.1f}x); same answer: {equal}"
+                f"  {what:<12} median of {rounds}: baseline {base:.3f} s, bands {bands:.3f} s "
+                f"({base / bands:.1f}x); same answer: {equal}"
             )
     finally:
         con.close()

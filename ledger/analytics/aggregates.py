@@ -35,9 +35,9 @@ views stored in the file (``sql/stored/<name>.sql``) read those instead:
     zero; an ``abandoned`` attempt (the caller left) is no upstream error.
 ``state_upstreams`` / ``state_latency``
     served latencies per (requested_model, upstream identity) as small
-    integers and doubles, for the quantiles and the p95 intervals; a band of
-    each group around its p95 is also kept apart, where the p95 and its
-    interval are read (:mod:`ledger.analytics.latency_tails`).
+    integers and doubles, for the quantiles and the p95 intervals; bands of
+    each group around its p50 and p95 are also kept apart, where the
+    quantiles and the interval are read (:mod:`ledger.analytics.latency_bands`).
 ``state_call_rollup``
     the one-row calls counted and their costs summed per agent, provider,
     model and outcome (:mod:`ledger.analytics.call_rollup`): what
@@ -49,6 +49,9 @@ views stored in the file (``sql/stored/<name>.sql``) read those instead:
     every transition counted and its tokens summed per model, key_sent and
     whole second of gap (:mod:`ledger.analytics.decay`): what ``cache_decay``
     and ``cache_decay_by_key`` read.
+``state_span``
+    one row: the first and last ``started_at`` (``ledger_span``; the verdict
+    scales its effect to a month by it), so no view scans the column.
 
 Nothing here depends on a setting, so ``UPDATE ledger_settings`` takes effect
 at once. New rows are folded in incrementally: a call's or session's existing
@@ -80,14 +83,14 @@ from ledger.analytics import (
     clusters,
     decay,
     gaps,
-    latency_tails,
+    latency_bands,
     moves,
     session_aggregates,
 )
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 12
+STATE_VERSION: Final = 13
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
 #: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).
@@ -104,7 +107,8 @@ STATE_TABLES: Final = (
     "state_rollup",
     "state_upstreams",
     "state_latency",
-    *latency_tails.TABLES,
+    "state_span",
+    *latency_bands.TABLES,
     moves.TABLE,
     decay.TABLE,
     call_rollup.TABLE,
@@ -147,6 +151,7 @@ STATE_DDL: Final = (
     "(gid INTEGER NOT NULL, requested_model VARCHAR, upstream VARCHAR)",
     "CREATE TABLE IF NOT EXISTS state_latency "
     "(gid INTEGER NOT NULL, latency_ms DOUBLE NOT NULL, id BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS state_span (first_at TIMESTAMPTZ, last_at TIMESTAMPTZ)",
 )
 
 # -- calls ----------------------------------------------------------------------
@@ -280,6 +285,27 @@ FROM ({_SERVED_LATENCY}) AS l
 JOIN state_upstreams AS g USING (requested_model, upstream)
 """
 
+# -- span -----------------------------------------------------------------------
+# The held span widened by {src}'s rows. Rows replaced or removed may have been the
+# first or last: the span is then read again from every row (_refold, which reads
+# every row for the clusters anyway).
+_SPAN: Final = """
+CREATE OR REPLACE TEMP TABLE state_new_span AS
+SELECT min(first_at) AS first_at, max(last_at) AS last_at
+FROM (
+    SELECT first_at, last_at FROM state_span
+    UNION ALL
+    SELECT min(started_at), max(started_at) FROM {src}
+)
+"""
+
+
+def _fold_span(con: duckdb.DuckDBPyConnection, src: str) -> None:
+    con.execute(_SPAN.format(src=src))
+    con.execute("DELETE FROM state_span")
+    con.execute("INSERT INTO state_span SELECT * FROM state_new_span")
+    con.execute("DROP TABLE state_new_span")
+
 
 def _one(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] = ()) -> int:
     row = con.execute(sql, list(params)).fetchone()
@@ -299,7 +325,7 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
     for ddl in STATE_DDL:
         con.execute(ddl)
     gaps.ensure_table(con)
-    latency_tails.ensure_tables(con)
+    latency_bands.ensure_tables(con)
     clusters.ensure_table(con)
     moves.SUMS.ensure_table(con)
     decay.SUMS.ensure_table(con)
@@ -444,7 +470,7 @@ def _fold_latency(con: duckdb.DuckDBPyConnection, src: str) -> None:
     con.execute(_NEW_UPSTREAMS.format(src=src))
     con.execute(_NEW_LATENCIES.format(src=src))
     con.execute("INSERT INTO state_latency SELECT * FROM state_new_latency")
-    latency_tails.add(con, "state_new_latency")
+    latency_bands.add(con, "state_new_latency")
     con.execute("DROP TABLE state_new_latency")
 
 
@@ -455,7 +481,7 @@ def _unfold_latency(con: duckdb.DuckDBPyConnection) -> None:
         "WHERE id IN (SELECT id FROM state_removed_rows)"
     )
     con.execute("DELETE FROM state_latency WHERE id IN (SELECT id FROM state_gone_latency)")
-    latency_tails.remove(con, "state_gone_latency")
+    latency_bands.remove(con, "state_gone_latency")
     con.execute("DROP TABLE state_gone_latency")
 
 
@@ -466,6 +492,7 @@ def _fold(
     call_rollup.SUMS.merge(con)
     _fold_rollup(con, src, fresh=fresh)
     _fold_latency(con, src)
+    _fold_span(con, src)
     session_aggregates.fold(con, src, upto=upto, fresh=fresh)
     clusters.fold(con, src, fresh=fresh)
 
@@ -687,6 +714,8 @@ def _refold(con: duckdb.DuckDBPyConnection) -> None:
     # from the rows (one aggregate) when rows were replaced or removed.
     con.execute(f"DELETE FROM {clusters.TABLE}")
     clusters.fold(con, TABLE_NAME, fresh=True)
+    con.execute("DELETE FROM state_span")
+    _fold_span(con, TABLE_NAME)
     for table in (
         "state_touched_rows",
         "state_touched_calls",

@@ -25,7 +25,7 @@ from ledger.providers.base import Usage
 # -- what the ledger holds (the dashboard's filter choices) -----------------------
 
 # Row counts and names from the rollup sync keeps (a few thousand rows, not
-# millions); the time span from the rows (min/max of one column).
+# millions); the time span from the state sync keeps (ledger_span).
 OPTIONS: Final = """
 SELECT
     r.rows, t.first_at, t.last_at, r.actors, r.models, r.providers
@@ -37,7 +37,7 @@ FROM (
         list(DISTINCT provider ORDER BY provider) AS providers
     FROM state_rollup
 ) AS r
-CROSS JOIN (SELECT min(started_at) AS first_at, max(started_at) AS last_at FROM token_usage) AS t
+CROSS JOIN ledger_span AS t
 """
 
 

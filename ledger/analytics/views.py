@@ -33,6 +33,7 @@ from ledger.schema import TABLE_NAME
 
 #: Every view and the views it reads, in creation order.
 VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
+    "ledger_span": (),
     "transitions": (),
     "calls": (),
     "call_groups": ("calls",),
@@ -58,9 +59,10 @@ VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
         "openrouter_provider_slugs",
         "cache_hits",
         "switch_counts",
+        "ledger_span",
     ),
     # the figures the dashboard and the demo show beside the contract's views
-    "overview_totals": ("calls",),
+    "overview_totals": ("calls", "ledger_span"),
     "cost_by_agent": ("calls",),
     "fallback_cost": ("calls",),
     "failed_attempts": (),

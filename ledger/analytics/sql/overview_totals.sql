@@ -1,4 +1,5 @@
--- overview_totals: one row of headline figures over the calls view and the rows.
+-- overview_totals: one row of headline figures over the calls view, the rows
+-- and ledger_span.
 --
 --   calls               = calls (response-cache hits included)
 --   provider_calls      = calls not served from the response cache
@@ -9,10 +10,11 @@
 --   response_cache_hits = calls served from the response cache
 --   attempts            = rows with attempt >= 1
 --   failed_attempts     = those with status = 'error'
---   first_at, last_at   = the first and last started_at
+--   first_at, last_at   = the first and last started_at (ledger_span)
 CREATE OR REPLACE VIEW overview_totals AS
 SELECT
     c.*,
+    a.*,
     r.*
 FROM (
     SELECT
@@ -28,8 +30,7 @@ FROM (
 CROSS JOIN (
     SELECT
         count(*) FILTER (WHERE attempt >= 1) AS attempts,
-        count(*) FILTER (WHERE attempt >= 1 AND status = 'error') AS failed_attempts,
-        min(started_at) AS first_at,
-        max(started_at) AS last_at
+        count(*) FILTER (WHERE attempt >= 1 AND status = 'error') AS failed_attempts
     FROM token_usage
-) AS r;
+) AS a
+CROSS JOIN ledger_span AS r;

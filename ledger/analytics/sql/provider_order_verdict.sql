@@ -33,7 +33,8 @@
 --
 -- Inputs: upstream_scorecard, upstream_clusters (design effects),
 -- upstream_p95_intervals, openrouter_upstreams, cache_hits (sticky hit rates),
--- openrouter_provider_slugs, switch_counts (switch_costs' counts, summed per model).
+-- openrouter_provider_slugs, switch_counts (switch_costs' counts, summed per model),
+-- ledger_span (the time the rows span).
 --
 -- Which models: those with attempts that went to OpenRouter (provider =
 -- 'openrouter'); any other model gets verdict does_not_apply.
@@ -109,8 +110,8 @@ WITH knobs AS (
         ledger_setting('order_share_min') AS order_share_min
 ),
 span AS (
-    SELECT (epoch_us(max(started_at)) - epoch_us(min(started_at))) / 1e6 AS span_s
-    FROM token_usage
+    SELECT (epoch_us(last_at) - epoch_us(first_at)) / 1e6 AS span_s
+    FROM ledger_span
 ),
 models AS (
     SELECT

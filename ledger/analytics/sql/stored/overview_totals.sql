@@ -1,7 +1,7 @@
 -- overview_totals, as stored in the analytics file: the same row and columns as
 -- sql/overview_totals.sql. The call counts are summed from call_groups, the
--- attempt counts from state_rollup; first_at and last_at still read the rows'
--- started_at (one column).
+-- attempt counts from state_rollup, first_at and last_at from ledger_span
+-- (state_span).
 CREATE OR REPLACE VIEW overview_totals AS
 SELECT
     c.*,
@@ -29,7 +29,4 @@ CROSS JOIN (
             AS failed_attempts
     FROM state_rollup
 ) AS a
-CROSS JOIN (
-    SELECT min(started_at) AS first_at, max(started_at) AS last_at
-    FROM token_usage
-) AS r;
+CROSS JOIN ledger_span AS r;

@@ -1,8 +1,8 @@
 -- upstream_p95_intervals, as stored in the analytics file: the same rows and
 -- columns as views/upstream_p95_intervals.sql (formulas there), computed over
--- state_latency_tail: per upstream number, a band of its latencies around the
--- p95 chosen at sync, with n (all its latencies) and above (those above the
--- band) in state_latency_cuts (see ledger/analytics/latency_tails.py); deff
+-- state_latency_band (q = 0.95): per upstream number, a band of its latencies
+-- around the p95 chosen at sync, with n (all its latencies) and above (those
+-- above the band) in state_latency_cuts (see ledger/analytics/latency_bands.py); deff
 -- from upstream_clusters.
 --
 -- The band holds exactly the group's m latencies in [low, high], so its i-th
@@ -13,7 +13,7 @@
 -- does. The result is exact either way.
 CREATE OR REPLACE VIEW upstream_p95_intervals AS
 WITH bounds AS (
-    SELECT b.*, b.below < b.r AND b.s <= b.below + b.m AS in_tail
+    SELECT b.*, b.below < b.r AND b.s <= b.below + b.m AS in_band
     FROM (
         SELECT
             c.gid,
@@ -28,21 +28,23 @@ WITH bounds AS (
             JOIN state_upstreams AS g USING (gid)
             LEFT JOIN upstream_clusters AS u
                 ON u.requested_model = g.requested_model AND u.upstream = g.upstream
-            WHERE c.n > 0
+            WHERE c.n > 0 AND c.q = 0.95
         ) AS c
-        LEFT JOIN (SELECT gid, count(*) AS m FROM state_latency_tail GROUP BY gid) AS t
+        LEFT JOIN (
+            SELECT gid, count(*) AS m FROM state_latency_band WHERE q = 0.95 GROUP BY gid
+        ) AS t
             USING (gid),
         (SELECT ledger_setting('confidence_z') AS z)
     ) AS b
 ),
 kept AS (
     SELECT gid, latency_ms
-    FROM state_latency_tail
-    WHERE gid IN (SELECT gid FROM bounds WHERE in_tail)
+    FROM state_latency_band
+    WHERE q = 0.95 AND gid IN (SELECT gid FROM bounds WHERE in_band)
     UNION ALL
     SELECT gid, latency_ms
     FROM state_latency
-    WHERE gid IN (SELECT gid FROM bounds WHERE NOT in_tail)
+    WHERE gid IN (SELECT gid FROM bounds WHERE NOT in_band)
 ),
 ranked AS (
     SELECT
@@ -50,7 +52,7 @@ ranked AS (
         k.latency_ms,
         b.r,
         b.s,
-        CASE WHEN b.in_tail THEN b.below ELSE 0 END
+        CASE WHEN b.in_band THEN b.below ELSE 0 END
             + row_number() OVER (PARTITION BY b.gid ORDER BY k.latency_ms) AS rank
     FROM kept AS k
     JOIN bounds AS b USING (gid)

@@ -1,7 +1,7 @@
 -- upstream_scorecard, as stored in the analytics file: the same rows and
 -- columns as views/upstream_scorecard.sql. Counts and sums come from
 -- state_rollup, the latency quantiles from state_latency (served latencies as
--- doubles per upstream number; the p95 from its band, see below), sessions_pinned
+-- doubles per upstream number; the p50 and p95 from their bands, see below), sessions_pinned
 -- from state_sessions (attempt_upstreams: the distinct identities of a session's
 -- served attempts).
 CREATE OR REPLACE VIEW upstream_scorecard AS
@@ -27,78 +27,87 @@ WITH card AS (
     )
     GROUP BY requested_model, coalesce(upstream, provider)
 ),
--- p95 = quantile_cont(latency, 0.95): x(a) + (x(a+1) - x(a)) * d with rn = (n - 1) * 0.95,
--- a = floor(rn) + 1, d = rn - floor(rn) (written as DuckDB interpolates, which may
--- fuse the multiply-add: equal up to the last bit). Ranks read from
--- state_latency_tail (a band of the group's latencies around its p95, below = n -
--- above - m of them under it; see ledger/analytics/latency_tails.py) when x(a) and
--- x(a + 1) are in it, else from every latency.
-p95_bounds AS (
+-- p50 and p95 = quantile_cont(latency, q): x(a) + (x(a+1) - x(a)) * d with
+-- rn = (n - 1) * q, a = floor(rn) + 1, d = rn - floor(rn) (written as DuckDB
+-- interpolates, which may fuse the multiply-add: equal up to the last bit).
+-- Ranks read from state_latency_band (per group and q, a band of the group's
+-- latencies around its q-quantile, below = n - above - m of them under it; see
+-- ledger/analytics/latency_bands.py) when x(a) and x(a + 1) are in it, else
+-- from every latency.
+band_bounds AS (
     SELECT
         b.*,
         floor(b.rn) + 1 AS a,
         b.below < floor(b.rn) + 1 AND (b.rn = floor(b.rn) OR floor(b.rn) + 2 <= b.below + b.m)
-            AS in_tail
+            AS in_band
     FROM (
         SELECT
             c.gid,
+            c.q,
             c.n,
             coalesce(t.m, 0) AS m,
             c.n - c.above - coalesce(t.m, 0) AS below,
-            CAST(c.n - 1 AS DOUBLE) * 0.95 AS rn
+            CAST(c.n - 1 AS DOUBLE) * c.q AS rn
         FROM state_latency_cuts AS c
-        LEFT JOIN (SELECT gid, count(*) AS m FROM state_latency_tail GROUP BY gid) AS t
-            USING (gid)
+        LEFT JOIN (SELECT gid, q, count(*) AS m FROM state_latency_band GROUP BY gid, q) AS t
+            USING (gid, q)
         WHERE c.n > 0
     ) AS b
 ),
-p95_ranked AS (
+band_ranked AS (
     SELECT
         b.gid,
+        b.q,
         k.latency_ms,
         b.a,
-        CASE WHEN b.in_tail THEN b.below ELSE 0 END
-            + row_number() OVER (PARTITION BY b.gid ORDER BY k.latency_ms) AS rank
+        CASE WHEN b.in_band THEN b.below ELSE 0 END
+            + row_number() OVER (PARTITION BY b.gid, b.q ORDER BY k.latency_ms) AS rank
     FROM (
-        SELECT gid, latency_ms
-        FROM state_latency_tail
-        WHERE gid IN (SELECT gid FROM p95_bounds WHERE in_tail)
+        SELECT l.gid, l.q, l.latency_ms
+        FROM state_latency_band AS l
+        JOIN band_bounds AS i ON i.gid = l.gid AND i.q = l.q
+        WHERE i.in_band
         UNION ALL
-        SELECT gid, latency_ms
-        FROM state_latency
-        WHERE gid IN (SELECT gid FROM p95_bounds WHERE NOT in_tail)
+        SELECT l.gid, o.q, l.latency_ms
+        FROM state_latency AS l
+        JOIN band_bounds AS o ON o.gid = l.gid
+        WHERE NOT o.in_band
     ) AS k
-    JOIN p95_bounds AS b USING (gid)
+    JOIN band_bounds AS b ON b.gid = k.gid AND b.q = k.q
 ),
-p95 AS (
+band_quantiles AS (
     SELECT
         b.gid,
+        b.q,
         CASE WHEN x.hi_ms IS NULL OR b.rn = floor(b.rn) THEN x.lo_ms
             ELSE x.lo_ms * (1 - (b.rn - floor(b.rn))) + x.hi_ms * (b.rn - floor(b.rn))
-        END AS p95_latency_ms
+        END AS latency_ms
     FROM (
         SELECT
             gid,
+            q,
             min(latency_ms) FILTER (WHERE rank = a) AS lo_ms,
             min(latency_ms) FILTER (WHERE rank = a + 1) AS hi_ms
-        FROM p95_ranked
-        GROUP BY gid
+        FROM band_ranked
+        GROUP BY gid, q
     ) AS x
-    JOIN p95_bounds AS b USING (gid)
+    JOIN band_bounds AS b ON b.gid = x.gid AND b.q = x.q
 ),
 quantiles AS (
     SELECT
         g.requested_model,
         g.upstream,
         q.p50_latency_ms,
-        p.p95_latency_ms
+        q.p95_latency_ms
     FROM (
-        SELECT gid, quantile_cont(latency_ms, 0.5) AS p50_latency_ms
-        FROM state_latency
+        SELECT
+            gid,
+            max(latency_ms) FILTER (WHERE q = 0.5) AS p50_latency_ms,
+            max(latency_ms) FILTER (WHERE q = 0.95) AS p95_latency_ms
+        FROM band_quantiles
         GROUP BY gid
     ) AS q
     JOIN state_upstreams AS g USING (gid)
-    LEFT JOIN p95 AS p USING (gid)
 ),
 pinned AS (
     SELECT requested_model, attempt_upstreams[1] AS upstream, count(*) AS sessions_pinned
