@@ -21,9 +21,10 @@ views stored in the file (``sql/stored/<name>.sql``) read those instead:
     tokens and the previous attempt's cache reads (what ``switch_costs`` says
     a switch lost); the idle window (a setting) is applied when the views read
     them.
-``state_clusters``
+``state_clusters`` / ``state_upstream_clusters``
     per session and upstream identity, attempt, error and latency sums: the
-    session clusters the verdict's design effects come from
+    session clusters the verdict's design effects come from, and those
+    design effects per upstream, computed at the end of each sync
     (:mod:`ledger.analytics.clusters`).
 ``state_rollup``
     row counts and token/cost sums per (agent, model, provider, upstream,
@@ -90,7 +91,7 @@ from ledger.analytics import (
 from ledger.schema import TABLE_NAME
 
 #: Bump when a state table's shape or meaning changes: older files get rebuilt.
-STATE_VERSION: Final = 13
+STATE_VERSION: Final = 14
 #: When the new rows are at least this share of the table, rebuilding is cheaper.
 REBUILD_SHARE: Final = 0.25
 #: Rows folded at a time by a rebuild: bounds its memory (see :func:`rebuild`).
@@ -319,14 +320,14 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
         stored = con.execute("SELECT max(version) FROM state_meta").fetchall()[0][0]
         if stored is not None and stored != STATE_VERSION:
             # Another shape: dropped and created anew (then rebuilt, as not current).
-            for table in (*STATE_TABLES, clusters.TABLE):
+            for table in (*STATE_TABLES, *clusters.TABLES):
                 con.execute(f"DROP TABLE IF EXISTS {table}")
             con.execute("DELETE FROM state_meta")
     for ddl in STATE_DDL:
         con.execute(ddl)
     gaps.ensure_table(con)
     latency_bands.ensure_tables(con)
-    clusters.ensure_table(con)
+    clusters.ensure_tables(con)
     moves.SUMS.ensure_table(con)
     decay.SUMS.ensure_table(con)
     call_rollup.SUMS.ensure_table(con)
@@ -532,7 +533,7 @@ def _fold_range(
 
 
 def _clear(con: duckdb.DuckDBPyConnection) -> None:
-    for table in (*STATE_TABLES, clusters.TABLE, "state_meta"):
+    for table in (*STATE_TABLES, *clusters.TABLES, "state_meta"):
         con.execute(f"DELETE FROM {table}")
 
 
@@ -557,6 +558,7 @@ def rebuild(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _finish(con: duckdb.DuckDBPyConnection) -> None:
+    clusters.summarise(con)
     _write_meta(con)
 
 
@@ -739,8 +741,11 @@ def fold_changes(con: duckdb.DuckDBPyConnection) -> None:
     if new + removed >= REBUILD_SHARE * total:
         rebuild(con)
         return
+    if not (new or removed):
+        _write_meta(con)
+        return
     if removed:
         _refold(con)
-    elif new:  # only rows the copy never held: their aggregates merge
+    else:  # only rows the copy never held: their aggregates merge
         _fold(con, "state_new_rows", fresh=False)
-    _write_meta(con)
+    _finish(con)

@@ -20,17 +20,30 @@ one row per (requested_model, upstream identity) with ``loose`` true
 
 Every column is a sum, so new rows merge into a key's row by addition: order
 of arrival does not matter (no late-commit special case).
+
+``state_upstream_clusters`` holds the ``upstream_clusters`` view's rows,
+computed from ``state_clusters`` at the end of each sync (:func:`summarise`):
+no setting enters them, and the verdict reads them twice.
 """
 
 # Every SQL string here is a module constant over our own tables: S608 does not apply.
 # ruff: noqa: S608
 from __future__ import annotations
 
+from importlib import resources
 from typing import Final
 
 import duckdb
 
 TABLE: Final = "state_clusters"
+SUMMARY: Final = "state_upstream_clusters"
+TABLES: Final = (TABLE, SUMMARY)
+
+_SUMMARY_SQL: Final = (
+    resources.files("ledger.analytics")
+    .joinpath("sql", "summaries", "upstream_clusters.sql")
+    .read_text("utf-8")
+)
 
 DDL: Final = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -76,8 +89,15 @@ GROUP BY ckey, {_KEY}
 """
 
 
-def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
+def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(DDL)
+    con.execute(f"CREATE TABLE IF NOT EXISTS {SUMMARY} AS SELECT * FROM ({_SUMMARY_SQL}) LIMIT 0")
+
+
+def summarise(con: duckdb.DuckDBPyConnection) -> None:
+    """``state_upstream_clusters`` computed again from ``state_clusters``."""
+    con.execute(f"DELETE FROM {SUMMARY}")
+    con.execute(f"INSERT INTO {SUMMARY} {_SUMMARY_SQL}")
 
 
 def fold(con: duckdb.DuckDBPyConnection, src: str, *, fresh: bool) -> None:

@@ -64,7 +64,7 @@ STATE_DIR: Final = "_state"
 STATE_MANIFEST: Final = "_state_manifest.json"
 FORMAT: Final = "ledger-lake-state"
 #: Every table a state holds, as :mod:`ledger.analytics.aggregates` names them.
-TABLES: Final = (*aggregates.STATE_TABLES, clusters.TABLE)
+TABLES: Final = (*aggregates.STATE_TABLES, *clusters.TABLES)
 #: Rows per Parquet batch written.
 _BATCH_ROWS: Final = 1_000_000
 
