@@ -115,6 +115,9 @@ STATE_TABLES: Final = (
     call_rollup.TABLE,
 )
 
+#: State tables older versions kept and this one does not: dropped with the rest.
+_RETIRED_TABLES: Final = ("state_latency_tail",)
+
 STATE_DDL: Final = (
     "CREATE TABLE IF NOT EXISTS state_meta "
     "(version INTEGER NOT NULL, rows_total BIGINT NOT NULL, max_id BIGINT)",
@@ -320,7 +323,7 @@ def ensure_tables(con: duckdb.DuckDBPyConnection) -> None:
         stored = con.execute("SELECT max(version) FROM state_meta").fetchall()[0][0]
         if stored is not None and stored != STATE_VERSION:
             # Another shape: dropped and created anew (then rebuilt, as not current).
-            for table in (*STATE_TABLES, *clusters.TABLES):
+            for table in (*STATE_TABLES, *clusters.TABLES, *_RETIRED_TABLES):
                 con.execute(f"DROP TABLE IF EXISTS {table}")
             con.execute("DELETE FROM state_meta")
     for ddl in STATE_DDL:

@@ -30,20 +30,32 @@ no setting enters them, and the verdict reads them twice.
 # ruff: noqa: S608
 from __future__ import annotations
 
-from importlib import resources
+import re
 from typing import Final
 
 import duckdb
+
+from ledger.analytics import views
 
 TABLE: Final = "state_clusters"
 SUMMARY: Final = "state_upstream_clusters"
 TABLES: Final = (TABLE, SUMMARY)
 
-_SUMMARY_SQL: Final = (
-    resources.files("ledger.analytics")
-    .joinpath("sql", "summaries", "upstream_clusters.sql")
-    .read_text("utf-8")
-)
+# The view's own definition (sql/upstream_clusters.sql) with its first CTE, the
+# per-session sums computed from the rows, replaced by the sums kept here: the
+# formulas stay in one place.
+_ROW_SUMS: Final = re.compile(r"\AWITH cluster_sums AS \(.*?\n\),\n", re.DOTALL)
+
+
+def _summary_sql() -> str:
+    body = views.view_body("upstream_clusters").strip()
+    summary, found = _ROW_SUMS.subn(f"WITH cluster_sums AS (SELECT * FROM {TABLE}),\n", body)
+    if found != 1:
+        raise AssertionError("sql/upstream_clusters.sql no longer opens with its cluster_sums CTE")
+    return summary
+
+
+_SUMMARY_SQL: Final = _summary_sql()
 
 DDL: Final = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
