@@ -5,7 +5,9 @@ standard logging payload."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
+import warnings
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -42,13 +44,33 @@ def logged(rows: Rows) -> Iterator[Rows]:
         litellm.logging_callback_manager.remove_callback_from_all_lists(logger)
 
 
+@pytest.fixture(autouse=True)
+def _close_litellms_loop(request: pytest.FixtureRequest) -> Iterator[None]:
+    """LiteLLM's sync path calls ``asyncio.get_event_loop()`` on the caller's thread, which
+    makes a loop and leaves it open; when an async test later sets its own, the orphan is
+    collected unclosed and its sockets warn (an error here). Close it where the test ends."""
+    yield
+    if inspect.iscoroutinefunction(request.function):
+        return  # the loop is pytest-asyncio's, closed by it
+    policy = asyncio.get_event_loop_policy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = policy.get_event_loop()
+        except RuntimeError:
+            return  # none was made (an earlier test's teardown cleared it)
+    loop.close()
+    policy.set_event_loop(None)
+
+
 def wait_for(rows: Rows, n: int) -> list[ledger.UsageEvent]:
-    """LiteLLM logs from a worker thread after the call returns: poll, generously."""
+    """The rows in the order their calls started. LiteLLM logs from a pool of worker
+    threads after the call returns, so rows arrive in any order: poll, generously."""
     deadline = time.monotonic() + 60
     while len(rows.events) < n and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(rows.events) == n, rows.events
-    return rows.events
+    return sorted(rows.events, key=lambda row: row.started_at)
 
 
 def test_openai_plain_and_streamed(sim_server: Server, logged: Rows) -> None:
