@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+import time
 
 import click
 
@@ -30,7 +31,9 @@ def otel() -> None:
     required=True,
     help="OTLP/HTTP base URL of the collector, e.g. http://localhost:4318.",
 )
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to send.")
+@click.option(
+    "--timeout", type=float, default=30.0, show_default=True, help="Seconds to send, in all."
+)
 def export(since: str, until: str | None, endpoint: str, timeout: float) -> None:
     """Send every row started in [--since, --until) as a GenAI span and metric points."""
     try:
@@ -43,7 +46,10 @@ def export(since: str, until: str | None, endpoint: str, timeout: float) -> None
     now = dt.datetime.now(dt.UTC)
     start, end = parse_when(since, now), (now if until is None else parse_when(until, now))
     engine = make_engine(database_url())
-    exporter = OTelExporter.to_endpoint(endpoint, timeout_s=min(timeout, 10.0))
+    deadline = time.monotonic() + timeout
+    # Spans, then metrics: each exporter retries until its own timeout, whatever the
+    # SDK's flush was given, so the two share --timeout.
+    exporter = OTelExporter.to_endpoint(endpoint, timeout_s=min(timeout / 2, 10.0))
     try:
         check_schema(engine)
         sent = exporter.export_all(events_between(engine, start, end))
@@ -52,7 +58,10 @@ def export(since: str, until: str | None, endpoint: str, timeout: float) -> None
         click.echo(f"ledger otel export: {exc}", err=True)
         sys.exit(2)
     finally:
-        exporter.close(timeout=5.0)
+        # What is left of --timeout: the flush sent everything it could, and a closing
+        # export to a collector that is down would wait its own timeout once more. Not
+        # under half a second: the SDK's MeterProvider.shutdown raises on a spent deadline.
+        exporter.close(timeout=max(0.5, deadline - time.monotonic()))
         engine.dispose()
     if not delivered or exporter.reporting.failures:
         click.echo(f"ledger otel export: {sent} row(s) built, not all reached {endpoint}", err=True)

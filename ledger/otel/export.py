@@ -343,9 +343,8 @@ class OTelExporter:
                     self._idle.wait(min(remaining, 0.05))
         finally:
             self._flushing = False
-        millis = max(1, int((deadline - time.monotonic()) * 1000))
-        spans_sent = self._tracer_provider.force_flush(millis)
-        metrics_sent = self._meter_provider.force_flush(millis)
+        spans_sent = self._tracer_provider.force_flush(_millis_left(deadline))
+        metrics_sent = self._meter_provider.force_flush(_millis_left(deadline))
         return bool(spans_sent and metrics_sent)
 
     def close(self, timeout: float = 5.0) -> None:
@@ -367,6 +366,11 @@ class OTelExporter:
             self.emit(event)
             count += 1
         return count
+
+
+def _millis_left(deadline: float) -> int:
+    """Milliseconds until ``deadline`` (monotonic), at least 1: the SDK's flushes take ints."""
+    return max(1, int((deadline - time.monotonic()) * 1000))
 
 
 def _restart_workers_after_fork() -> None:

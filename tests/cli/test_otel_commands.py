@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -61,11 +62,14 @@ def test_export_to_an_unreachable_collector_fails_with_exit_1(
 ) -> None:
     _history(sqlite_url, tmp_path)
     dead = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
     result = CliRunner().invoke(
         cli,
-        ["otel", "export", "--since", "all", "--endpoint", dead, "--timeout", "5"],
+        ["otel", "export", "--since", "all", "--endpoint", dead, "--timeout", "3"],
         env={"LEDGER_DATABASE_URL": sqlite_url},
     )
+    # --timeout is the whole wait (closing once waited 5 s more, past any --timeout).
+    assert time.monotonic() - started < 7
     assert result.exit_code == 1
     assert f"12 row(s) built, not all reached {dead}" in result.output
     assert len(rows_by_event(sqlite_url)) == 12  # a read command changes nothing
