@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 import uuid
@@ -192,6 +193,42 @@ def test_the_usual_path_writes_the_row_the_checked_path_writes(changes: dict[str
     # any good event both must give the same wire row.
     e = event(**changes)
     assert to_row(e) == events._checked_row(e)
+
+
+@pytest.mark.parametrize(
+    "at",
+    [
+        dt.datetime(2026, 11, 30, 12, 0, 1, 250_000, tzinfo=dt.UTC),
+        dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC),  # no fraction: msgspec drops it
+        dt.datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=dt.UTC),
+        dt.datetime(999, 3, 4, 5, 6, 7, 8, tzinfo=dt.UTC),  # a three-digit year
+        dt.datetime.max.replace(tzinfo=dt.UTC),
+    ],
+)
+def test_a_utc_timestamp_is_stored_as_its_naive_iso_text(at: dt.datetime) -> None:
+    row = to_row(event(started_at=at))
+    assert row[EVENT_COLUMNS.index("started_at")] == at.replace(tzinfo=None).isoformat(
+        " ", "microseconds"
+    )
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [
+        {"env": "prod", "n": 2**80, "m": -(2**70), "ok": False, "none": None},
+        {'quote"back\\slash': "tab\tnl\ncr\r\x00\x1f\x7f", "é": "上游 \u2028 😀"},
+        {"lone": "\ud800"},  # msgspec refuses a lone surrogate; json keeps it
+        {},
+    ],
+)
+def test_tags_are_stored_as_compact_json_text(tags: dict[str, Any]) -> None:
+    row = to_row(event(tags=tags, usage_details={"input": dict.fromkeys(tags, 1)}))
+    assert row[EVENT_COLUMNS.index("tags")] == json.dumps(
+        tags, ensure_ascii=False, separators=(",", ":")
+    )
+    assert row[EVENT_COLUMNS.index("usage_details")] == json.dumps(
+        {"input": dict.fromkeys(tags, 1)}, ensure_ascii=False, separators=(",", ":")
+    )
 
 
 @pytest.mark.parametrize(
