@@ -59,7 +59,7 @@ from ledger.schema import EVENT_COLUMNS, token_usage
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger
 from ledger.store.migrate import upgrade
-from ledger.store.sink import SINK_LOGS_SETTING, make_sink
+from ledger.store.sink import COPY_TYPES, SINK_LOGS_SETTING, make_sink
 
 BATCH = 5_000
 
@@ -397,6 +397,7 @@ def _copy_raw(url: URL, rows: list[tuple[object, ...]], cpu: CPU) -> float:
         cpu.start()
         conn.execute("SELECT set_config(%s, 'on', true)", (SINK_LOGS_SETTING,))
         with conn.cursor() as cur, cur.copy(f"COPY token_usage ({names}) FROM STDIN") as copy:
+            copy.set_types(COPY_TYPES)  # as the writer does: no dumper lookup per value
             for row in rows:
                 copy.write_row(row)
         conn.commit()

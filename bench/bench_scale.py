@@ -46,7 +46,7 @@ from ledger.schema import EVENT_COLUMNS, TABLE_NAME
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger
 from ledger.store.migrate import upgrade
-from ledger.store.sink import make_sink
+from ledger.store.sink import COPY_TYPES, make_sink
 
 BATCH = 5_000
 WRITER = "ledger writer (sink: COPY into token_usage)"
@@ -116,6 +116,7 @@ def copy_round(dsn: str, rows: Sequence[tuple[Any, ...]]) -> float:
         t0 = time.perf_counter()
         for i in range(1, len(rows), BATCH):
             with conn.cursor() as cur, cur.copy(statement) as copy:
+                copy.set_types(COPY_TYPES)  # as the writer does: no dumper lookup per value
                 for row in rows[i : i + BATCH]:
                     copy.write_row(row)
             conn.commit()

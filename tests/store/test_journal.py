@@ -46,3 +46,35 @@ def test_a_segment_from_before_usage_reported_replays_as_reported(
     assert stored.event_id == event.event_id
     assert stored.usage_reported is True and stored.input_tokens == 1200
     assert not list(journal.glob("dead-letter-*"))
+
+
+def test_a_segment_edited_by_hand_replays_its_values_as_the_database_reads_them(
+    ledger_url: str, tmp_path: Path
+) -> None:
+    # The PostgreSQL writer names each column's wire type to COPY (the Python type to_row
+    # writes there): a value of another type must still reach the database as before.
+    event = UsageEvent(
+        started_at=dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC),
+        requested_provider="openai",
+        requested_model="gpt-4o-mini",
+        provider="openai",
+        status="ok",
+        input_tokens=1200,
+    )
+    row = dict(zip(EVENT_COLUMNS, to_row(event), strict=True))
+    row.update(session_id=42, latency_ms=812)  # a number for a text column, an int for a float
+    journal = tmp_path / "journal"
+    journal.mkdir()
+    lines = [
+        json.dumps({"ledger_journal": 1, "columns": list(EVENT_COLUMNS)}),
+        json.dumps([row[c] for c in EVENT_COLUMNS]),
+        "",
+    ]
+    (journal / "segment-00000000000000000001-1-deadbeef.jsonl").write_text("\n".join(lines))
+    assert replay(ledger_url, journal_dir=journal).inserted == 1
+    engine = make_engine(ledger_url)
+    with engine.connect() as conn:
+        stored = conn.execute(select(token_usage)).one()
+    engine.dispose()
+    assert (stored.event_id, stored.session_id, stored.latency_ms) == (event.event_id, "42", 812.0)
+    assert not list(journal.glob("dead-letter-*"))
