@@ -17,7 +17,8 @@ Prints, from one run on this machine:
   with its change-log triggers and without them (the physical limit), per-row
   insert-and-commit (what most loggers do), SQLAlchemy Core's typed
   ``executemany`` (to show where its time goes); PostgreSQL: one plain
-  ``COPY`` of every row in one transaction (the physical limit). Same
+  ``COPY`` of every row in one transaction, each column's type named as the
+  writer names it (the physical limit). Same
   durability throughout (SQLite WAL + synchronous=NORMAL, PostgreSQL's
   synchronous_commit on).
 * the OpenTelemetry exporter's cost on ``record()`` (issue 18): p50/p99 with
