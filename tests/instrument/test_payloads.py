@@ -140,14 +140,24 @@ def test_stream_closed_early_is_recorded_as_abandoned_when_closed(
     assert row.input_tokens == 0  # usage had not arrived: nothing invented
 
 
+def broken_stream_error(client: Any) -> BaseException:
+    """What the SDK raises to its caller when the stream's connection drops mid-body."""
+    with pytest.raises(Exception) as raised:  # which class: the question
+        list(call(client, stream=True))
+    return raised.value
+
+
 def test_broken_stream_gets_a_stream_interrupted_row(loopback: LoopbackLLM, rows: Rows) -> None:
     name = "anthropic_stream_real_padded.sse"
-    loopback.queue(Reply.payload(name, chunk_size=128, drop_after=5))
-    with (
-        sdk_for(name, loopback, metered(loopback, rows)) as client,
-        pytest.raises(httpx2.RemoteProtocolError),  # the SDK's streams do not wrap it
-    ):
-        list(call(client, stream=True))
+    loopback.queue(*[Reply.payload(name, chunk_size=128, drop_after=5)] * 2)
+    with sdk_for(name, loopback, None) as plain:
+        unmetered = broken_stream_error(plain)
+    with sdk_for(name, loopback, metered(loopback, rows)) as client:
+        metered_error = broken_stream_error(client)
+    # The caller sees what the SDK raises without metering: its own connection error
+    # (anthropic 2.17 wraps the transport's read error in it; earlier releases did not).
+    assert type(metered_error) is type(unmetered)
+    assert isinstance(metered_error, anthropic.APIConnectionError)
     row = rows.only
     assert (row.status, row.error_type, row.streamed) == ("error", "stream_interrupted", True)
     assert row.generation_id == EXPECTED[name]["generation_id"]
