@@ -12,8 +12,11 @@ process can open it at all, not even read-only. A second process that finds it
 locked (a dashboard is running, say) waits a little, then works on a private
 in-memory copy, or raises :class:`AnalyticsBusy` when that is not allowed.
 
-Every connection is opened with DuckDB's automatic extension installation and
-loading off: a query must not download code. JSON and Parquet are built in.
+Every connection is opened without external access: no query reads or writes a
+file other than the database's own, installs or loads an extension, or attaches
+another database, and DuckDB refuses to turn that back on while the connection is
+open (see :mod:`ledger.analytics.readonly`). Sync hands DuckDB its rows as
+registered Arrow data, which needs no file access; JSON and Parquet are built in.
 """
 
 from __future__ import annotations
@@ -43,10 +46,12 @@ IN_MEMORY: Final = ":memory:"
 #: 10k-row sync, whose commit then spends seconds recompressing row groups; at
 #: 256 MB one sync in ~15 pays it (and a rebuild checkpoints at once).
 CHECKPOINT_THRESHOLD: Final = "256MB"
-#: Set on every connection: no query installs or loads an extension behind the user's back.
-NO_AUTO_EXTENSIONS: Final[dict[str, str | bool | int | float | list[str]]] = {
+#: Set on every connection: no query touches a file, an extension or another database.
+NO_EXTERNAL_ACCESS: Final[dict[str, str | bool | int | float | list[str]]] = {
+    "enable_external_access": False,
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
+    "allow_community_extensions": False,
 }
 
 
@@ -214,7 +219,7 @@ def open_file(
             config: dict[str, str | bool | int | float | list[str]] = {
                 "memory_limit": memory_limit,
                 "checkpoint_threshold": CHECKPOINT_THRESHOLD,
-                **NO_AUTO_EXTENSIONS,
+                **NO_EXTERNAL_ACCESS,
             }
             return duckdb.connect(str(path), config=config), False
         except duckdb.IOException as exc:
@@ -226,7 +231,7 @@ def open_file(
                         "%s is in use by another process; working on a private in-memory copy",
                         path,
                     )
-                    return duckdb.connect(IN_MEMORY, config=dict(NO_AUTO_EXTENSIONS)), True
+                    return duckdb.connect(IN_MEMORY, config=dict(NO_EXTERNAL_ACCESS)), True
                 raise AnalyticsBusy(
                     f"the analytics file {path} is in use by another process "
                     f"(a running dashboard?): {exc}",

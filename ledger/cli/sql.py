@@ -64,8 +64,8 @@ def sql(query: str, fmt: str) -> None:
     """Run QUERY (DuckDB SQL, read-only) over token_usage and the analytics views.
 
     Statements that write (DELETE, UPDATE, CREATE, SET, COPY, ATTACH…) are
-    refused. DuckDB reads local files (read_csv, read_parquet) with your
-    permissions. Example: ledger sql "SELECT * FROM agent_stickiness WHERE key_sent"
+    refused, inside EXPLAIN too; no query reads or writes a file or loads an
+    extension. Example: ledger sql "SELECT * FROM agent_stickiness WHERE key_sent"
     """
     try:
         check_read_only(query)

@@ -37,6 +37,7 @@ def count(capsys: pytest.CaptureFixture[str]) -> int:
         ("COPY token_usage TO '/dev/null'", "COPY"),
         ("INSTALL httpfs", "LOAD"),
         ("SET autoload_known_extensions = true", "SET"),
+        ("EXPLAIN ANALYZE DELETE FROM token_usage", "DELETE"),
     ],
 )
 def test_a_writing_statement_is_refused_by_kind_and_changes_nothing(
@@ -54,10 +55,7 @@ def test_a_writing_statement_is_refused_by_kind_and_changes_nothing(
 
 @pytest.mark.parametrize(
     "query",
-    [
-        "EXPLAIN ANALYZE DELETE FROM token_usage",
-        "WITH x AS (DELETE FROM token_usage RETURNING *) SELECT * FROM x",
-    ],
+    ["WITH x AS (DELETE FROM token_usage RETURNING *) SELECT * FROM x"],
 )
 def test_a_write_hidden_in_a_reading_statement_is_refused_by_the_read_only_transaction(
     four_rows: str, capsys: pytest.CaptureFixture[str], query: str
@@ -118,13 +116,3 @@ def test_an_empty_query_is_an_error(
     result = ledger(capsys, "sql", query)
     assert result.code == 2
     assert "empty" in result.err and result.out == ""
-
-
-def test_reading_local_files_works_with_the_users_permissions(
-    four_rows: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    data = tmp_path / "budget.csv"
-    data.write_text("team,usd\nsearch,12.5\n")
-    result = ledger(capsys, "sql", f"SELECT * FROM read_csv('{data}')", "--format", "csv")
-    assert result.code == 0, result.err
-    assert result.out.splitlines() == ["team,usd", "search,12.5"]
