@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Final, Protocol, TypedDict, Unpack
+from typing import Any, Final, Protocol, TypedDict, Unpack, runtime_checkable
 
 from ledger.compact_json import compact_encoder
 from ledger.errors import (
@@ -24,9 +24,17 @@ from ledger.errors import (
     parse_retry_after,
     redact,
 )
-from ledger.events import ABANDONED, ErrorType, UsageEvent, check_tags, check_text
+from ledger.events import (
+    ABANDONED,
+    INTERRUPTED,
+    ErrorType,
+    UsageEvent,
+    check_tags,
+    check_text,
+    new_id,
+)
 from ledger.price_overrides import NO_OVERRIDES, PriceBook
-from ledger.pricing import Cost, attempt_cost
+from ledger.pricing import UNKNOWN, Cost, attempt_cost
 from ledger.providers.base import ChatRequest, ErrorBody, InBandError, Parsed, Provider, Usage
 from ledger.schema import STRING_LIMITS
 from ledger.session_key import DEFAULT_PREFIX, session_key
@@ -134,6 +142,14 @@ class Recorder(Protocol):
     def record(self, event: UsageEvent) -> str: ...
 
 
+@runtime_checkable
+class AttemptJournal(Protocol):
+    """A recorder that journals an attempt's start, so an attempt whose process dies
+    before its row is recorded is still stored (``Ledger.begin_attempt``)."""
+
+    def begin_attempt(self, event: UsageEvent) -> None: ...
+
+
 class LazyRecorder:
     """The ledger given as a :class:`Recorder`, a database URL, or None (the process's
     default ledger), opened on first use so building a client or transport is free."""
@@ -141,14 +157,24 @@ class LazyRecorder:
     def __init__(self, spec: Recorder | str | None) -> None:
         self._spec = spec
         self._recorder: Recorder | None = None if isinstance(spec, str | None) else spec
+        self._journal: AttemptJournal | None = None
+        if self._recorder is not None and isinstance(self._recorder, AttemptJournal):
+            self._journal = self._recorder
 
     def get(self) -> Recorder:
         if self._recorder is None:
             from ledger.store.ledger import Ledger, default_ledger
 
             spec = self._spec
-            self._recorder = Ledger(spec) if isinstance(spec, str) else default_ledger()
+            ledger = Ledger(spec) if isinstance(spec, str) else default_ledger()
+            self._recorder = self._journal = ledger
         return self._recorder
+
+    def begin_attempt(self, prep: Prepared) -> None:
+        """Journal that ``prep`` is being sent, when the recorder journals (a Ledger does)."""
+        self.get()
+        if self._journal is not None:
+            self._journal.begin_attempt(interrupted_event(prep))
 
 
 def make_call(messages: Sequence[Mapping[str, Any]], **options: Unpack[ChatOptions]) -> Call:
@@ -177,6 +203,9 @@ class Prepared:
     routing_order: str | None
     started_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
     timeout: float | None = None
+    #: The attempt's row's id, fixed before sending: the journaled start
+    #: (:func:`interrupted_event`) and the row itself share it.
+    event_id: str = field(default_factory=new_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +400,7 @@ def build_event(
         error.error_type if error is not None else ABANDONED if abandoned else None
     )
     return UsageEvent(
+        event_id=prep.event_id,
         call_id=target.call_id,
         attempt=target.attempt,
         started_at=prep.started_at,
@@ -404,6 +434,23 @@ def build_event(
         usage_reported=reported,
         usage_details=usage.details(),
     )
+
+
+def interrupted_event(prep: Prepared) -> UsageEvent:
+    """The row ``prep`` becomes if its process ends between sending and recording it:
+    what was known when it was sent, cost and usage unknown (see ``Ledger.begin_attempt``)."""
+    event = build_event(
+        prep,
+        latency_ms=None,
+        ttft_ms=None,
+        parsed=None,
+        error=None,
+        http_status=None,
+        streamed=prep.request.stream,
+        cost=UNKNOWN,
+    )
+    event.status, event.error_type, event.usage_reported = "error", INTERRUPTED, False
+    return event
 
 
 def _upstream(parsed: Parsed | None, error: ProviderError | None) -> str | None:

@@ -117,6 +117,16 @@ class _Base:
                 raise
             log.exception("ledger: could not record attempt %s", event.event_id)
 
+    def begin_attempt(self, prep: Prepared) -> None:
+        """Journal that ``prep`` is about to be sent (its row if this process dies before
+        recording it); a failure is logged (raised when ``strict``), never the caller's."""
+        try:
+            self._sink.begin_attempt(prep)
+        except Exception:
+            if self.strict:
+                raise
+            log.exception("ledger: could not journal the start of attempt %s", prep.event_id)
+
     def timeout_for(self, prep: Prepared) -> Any:
         """The httpx timeout for ``prep``: the client's own, each phase capped at
         ``prep.timeout`` when the attempt has a time bound of its own."""
@@ -341,6 +351,7 @@ class Client(_Base):
             call, provider=provider, model=model, stream=False, timeout=timeout, filing=filing
         )
         prep.started_at = self.clock.now()
+        self.begin_attempt(prep)
         t0 = self.clock.monotonic()
         try:
             with map_transport_errors(prep.target.provider.name):
@@ -456,6 +467,7 @@ class AsyncClient(_Base):
             call, provider=provider, model=model, stream=False, timeout=timeout, filing=filing
         )
         prep.started_at = self.clock.now()
+        self.begin_attempt(prep)
         t0 = self.clock.monotonic()
         try:
             with map_transport_errors(prep.target.provider.name):

@@ -45,6 +45,8 @@ class StreamOwner(Protocol):
 
     def timeout_for(self, prep: Prepared) -> Any: ...
 
+    def begin_attempt(self, prep: Prepared) -> None: ...
+
     def attempt_event(
         self,
         prep: Prepared,
@@ -250,6 +252,7 @@ class ChatStream:
             timeout=self._client.timeout_for(prep),
         )
         prep.started_at = self._client.clock.now()
+        self._client.begin_attempt(prep)
         core.t0 = self._client.clock.monotonic()
         try:
             with map_transport_errors(name):
@@ -369,6 +372,7 @@ class AsyncChatStream:
             timeout=self._client.timeout_for(prep),
         )
         prep.started_at = self._client.clock.now()
+        self._client.begin_attempt(prep)
         core.t0 = self._client.clock.monotonic()
         try:
             with map_transport_errors(prep.target.provider.name):

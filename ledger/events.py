@@ -35,6 +35,7 @@ ErrorType = Literal[
     "client_error",
     "stream_interrupted",
     "abandoned",
+    "interrupted",
 ]
 CostSource = Literal["provider", "computed", "incomplete"]
 
@@ -48,12 +49,17 @@ ERROR_TYPES: Final = frozenset(
         "client_error",
         "stream_interrupted",
         "abandoned",
+        "interrupted",
     }
 )
 #: The ``error_type`` of a streamed attempt the caller stopped reading before it
 #: ended: an ``error`` row (its usage is partial, so it is no served attempt),
 #: but not the provider's failure (see the README's "What a row says").
 ABANDONED: Final[ErrorType] = "abandoned"
+#: The ``error_type`` of an attempt whose process ended after sending it and before
+#: recording its outcome: journaled when it started, stored by replay
+#: (:meth:`ledger.store.ledger.Ledger.begin_attempt`). What it cost is unknown, not zero.
+INTERRUPTED: Final[ErrorType] = "interrupted"
 COST_SOURCES: Final = frozenset({"provider", "computed", "incomplete"})
 
 #: Token counters are stored as 64-bit integers (``bigint``).

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import httpx
 
-from ledger.attempt import Attempt, Call, Filing, Prepared, Recorder, prepare
+from ledger.attempt import Attempt, AttemptJournal, Call, Filing, Prepared, Recorder, prepare
 from ledger.events import UsageEvent
 from ledger.gateway.config import GatewayConfig, Target
 from ledger.gateway.http1 import Http1Pool, Timeouts
@@ -83,6 +83,11 @@ class GuardedRecorder:
         if self.guard is not None:
             self.guard.observe(event)  # the spend happened whether or not the ledger took it
         return self.ledger.record(event)
+
+    def begin_attempt(self, event: UsageEvent) -> None:
+        """Journal an attempt's start, when the ledger journals (a Ledger does)."""
+        if isinstance(self.ledger, AttemptJournal):
+            self.ledger.begin_attempt(event)
 
 
 class Upstreams:

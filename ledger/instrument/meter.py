@@ -160,6 +160,13 @@ class Meter:
         except Exception as exc:  # the ledger is never the SDK call's problem
             self.complain("record", f"could not record attempt {event.event_id}: {exc}", exc)
 
+    def begin_attempt(self, prep: Prepared) -> None:
+        """Journal that ``prep`` is being sent (its row if this process dies first)."""
+        try:
+            self._sink.begin_attempt(prep)
+        except Exception as exc:  # the ledger is never the SDK call's problem
+            self.complain("begin", f"could not journal attempt {prep.event_id}: {exc}", exc)
+
     def provider(self, name: str, base_url: str) -> Provider:
         key = (name, base_url)
         found = self._providers.get(key)
@@ -394,6 +401,8 @@ class Exchange:
         self.abandoned = False
         self.broke = False
         self.usage_asked = True  # set by Meter.begin: False means a silent-zero risk
+        # Built as the request goes out: from now on a kill leaves an interrupted row.
+        meter.begin_attempt(prep)
 
     @property
     def provider(self) -> Provider:

@@ -22,8 +22,20 @@ events still unwritten): an *orphan*. The next ledger on the same directory, or
 Segment format: the first line is a header naming the columns, so a journal
 written by an older version replays into a newer schema::
 
-    {"ledger_journal": 1, "columns": ["event_id", "call_id", ...]}
+    {"ledger_journal": 2, "columns": ["event_id", "call_id", ...]}
+    {"open": ["9a4d...", "5f2c...", 1, ...]}
     ["0b1e...", "5f2c...", 1, "2026-11-30 10:00:00.000000", ...]
+    {"sealed": true}
+
+An array is an event. An ``open`` line is an attempt that has started (sent to a
+provider, maybe served and billed) and has no event yet: the row it becomes if its
+process dies first, an ``error`` of type ``interrupted`` under the event id its own
+event will carry. The event, when it comes, closes it. A segment that is rotated
+out carries its still-open attempts into the next one and then ends with the
+``sealed`` line, so an attempt is open in at most one unsealed segment: replay
+stores the open attempts of an unsealed orphan that no event of that segment
+closed (inserts are idempotent on ``event_id``, so a second replay adds nothing).
+Version 1 segments (no ``open`` lines) replay as before.
 """
 
 from __future__ import annotations
@@ -47,7 +59,8 @@ from ledger.schema import EVENT_COLUMNS, OLD_ROW_DEFAULTS
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
+_READABLE_VERSIONS: Final = frozenset({1, FORMAT_VERSION})
 SEGMENT_GLOB: Final = "segment-*.jsonl"
 DEAD_LETTER_PREFIX: Final = "dead-letter-"
 DEFAULT_SEGMENT_BYTES: Final = 8 * 1024 * 1024
@@ -69,6 +82,15 @@ def encode_row(row: Sequence[Any]) -> bytes:
     return _encode(row) + b"\n"
 
 
+def encode_open(row: Sequence[Any]) -> bytes:
+    """The line of an attempt that has started: ``row`` is what it becomes if never closed."""
+    return b'{"open":' + _encode(row) + b"}\n"
+
+
+#: Ends a segment that was rotated out (its open attempts live on in the next one).
+SEALED: Final = b'{"sealed":true}\n'
+
+
 @dataclass(slots=True)
 class Segment:
     """One locked journal file and the events appended to it so far."""
@@ -81,7 +103,8 @@ class Segment:
     events: int = 0
 
     def fits(self, line: bytes) -> bool:
-        return self.size + len(line) <= self.capacity
+        # room is always kept for the sealed line that ends a rotated segment
+        return self.size + len(line) + len(SEALED) <= self.capacity
 
     def forget(self) -> None:
         """Close our copy of the file in a forked child: the parent keeps its lock and file."""
@@ -148,8 +171,9 @@ def open_segment(directory: Path, capacity: int = DEFAULT_SEGMENT_BYTES) -> Segm
     return Segment(path=path, fd=fd, size=len(_HEADER), capacity=capacity, mapping=mapping)
 
 
-def append(segment: Segment, line: bytes) -> None:
-    """Append one encoded event (the caller checked it :meth:`~Segment.fits`).
+def append(segment: Segment, line: bytes, *, event: bool = True) -> None:
+    """Append one encoded line (the caller checked it :meth:`~Segment.fits`); ``event``:
+    it is an event (not an ``open`` or ``sealed`` line).
 
     Durable against a process kill once this returns.
     """
@@ -157,34 +181,53 @@ def append(segment: Segment, line: bytes) -> None:
     end = segment.size + len(line)
     segment.mapping[segment.size : end] = line
     segment.size = end
-    segment.events += 1
+    segment.events += event
+
+
+def seal(segment: Segment) -> None:
+    """End a rotated segment: its open attempts were carried into the next one."""
+    append(segment, SEALED, event=False)
 
 
 def _decode(path: Path, data: bytes) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """The segment's events, then the attempts it left open (unless sealed), as rows;
+    and its unreadable lines."""
     # JSON escapes NUL, so the first NUL byte is where the appended lines end.
     lines = data.split(b"\0", 1)[0].split(b"\n")
     header = json.loads(lines[0])
-    if header.get("ledger_journal") != FORMAT_VERSION:
+    if header.get("ledger_journal") not in _READABLE_VERSIONS:
         raise JournalError(f"{path}: unknown journal format {header!r}")
     columns: list[str] = header["columns"]
     position = {name: columns.index(name) for name in EVENT_COLUMNS if name in columns}
+
+    def as_row(values: list[Any]) -> tuple[Any, ...]:
+        return tuple(
+            values[position[c]] if c in position else OLD_ROW_DEFAULTS.get(c) for c in EVENT_COLUMNS
+        )
+
     rows: list[tuple[Any, ...]] = []
+    opened: dict[Any, tuple[Any, ...]] = {}
+    sealed = False
     bad: list[str] = []
     for number, raw in enumerate(lines[1:], start=2):
         if not raw:
             continue
         try:
             values = json.loads(raw)
-            rows.append(
-                tuple(
-                    values[position[c]] if c in position else OLD_ROW_DEFAULTS.get(c)
-                    for c in EVENT_COLUMNS
-                )
-            )
-        except (ValueError, IndexError, TypeError):
+            if isinstance(values, list):
+                rows.append(as_row(values))
+            elif "open" in values:
+                row = as_row(values["open"])
+                opened[row[0]] = row
+            else:
+                sealed = sealed or values.get("sealed") is True
+        except (ValueError, IndexError, TypeError, AttributeError):
             # A torn last line is an event whose record() never returned.
             if number < len(lines):
                 bad.append(raw.decode("utf-8", "replace"))
+    if not sealed:
+        closed = {row[0] for row in rows}
+        rows.extend(row for event_id, row in opened.items() if event_id not in closed)
     return rows, bad
 
 

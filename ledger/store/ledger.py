@@ -117,6 +117,9 @@ class Ledger:
         self._journal_error: JournalError | None = None
         self._journal_failing_since = 0.0
         self._pending = self._new_pending(max_pending_rows)
+        #: Attempts begun and not yet recorded: event id -> their ``open`` line and the
+        #: row they become if never recorded.
+        self._open: dict[str, tuple[bytes, Row]] = {}
         self._recorded = 0
         self._closed = False
         self._settings = WriterSettings(batch_size=batch_size, flush_interval_s=flush_interval_s)
@@ -140,6 +143,7 @@ class Ledger:
         self._status.forget()
         self._engine.dispose(close=False)
         self._pending = self._new_pending(self._pending.max_rows)
+        self._open = {}  # the parent's attempts: the parent closes them
         self._recorded = 0
         self._journal_error = None
         self._segment = journal.open_segment(self.journal_dir, self._segment_bytes)
@@ -174,34 +178,60 @@ class Ledger:
         """
         row = to_row(event)
         line = journal.encode_row(row)
-        pending = self._pending
-        with pending.lock:
+        with self._pending.lock:
             if self._closed:
                 raise RuntimeError("this Ledger is closed")
-            if self._journal(line):
-                self._queue_journaled(row)
-            elif self.on_journal_full == "refuse":
-                raise JournalError(
-                    f"event {event.event_id} not recorded: the journal {self.journal_dir} "
-                    f"cannot be written ({self._journal_error}); on_journal_full='refuse'"
-                )
-            elif len(pending.unjournaled) >= pending.max_rows:
-                raise JournalError(
-                    f"event {event.event_id} not recorded: the journal {self.journal_dir} "
-                    f"cannot be written ({self._journal_error}) and {len(pending.unjournaled)} "
-                    "events already wait in memory (max_pending_rows)"
-                )
-            else:
-                pending.unjournaled.append(row)
-                pending.change_held(1)
-            self._recorded += 1
-            pending.count += 1
-            backlog = len(pending.rows) + len(pending.unjournaled)
+            if self._open:
+                self._open.pop(event.event_id, None)  # before a rotation could carry it on
+            backlog = self._keep(row, line, event.event_id)
         if backlog >= self._batch_size:
             self._writer.wake()
         for exporter in self._exporters:
             self._export(exporter, event)
         return event.event_id
+
+    def _keep(self, row: Row, line: bytes, event_id: str) -> int:
+        """Journal ``row`` and queue it for the writer (under the pending lock); the backlog."""
+        pending = self._pending
+        if self._journal(line):
+            self._queue_journaled(row)
+        elif self.on_journal_full == "refuse":
+            raise JournalError(
+                f"event {event_id} not recorded: the journal {self.journal_dir} "
+                f"cannot be written ({self._journal_error}); on_journal_full='refuse'"
+            )
+        elif len(pending.unjournaled) >= pending.max_rows:
+            raise JournalError(
+                f"event {event_id} not recorded: the journal {self.journal_dir} "
+                f"cannot be written ({self._journal_error}) and {len(pending.unjournaled)} "
+                "events already wait in memory (max_pending_rows)"
+            )
+        else:
+            pending.unjournaled.append(row)
+            pending.change_held(1)
+        self._recorded += 1
+        pending.count += 1
+        return len(pending.rows) + len(pending.unjournaled)
+
+    def begin_attempt(self, event: UsageEvent) -> None:
+        """Journal that an attempt has started; ``record()`` of an event with the same
+        ``event_id`` closes it.
+
+        ``event`` is the row the attempt becomes if this process dies before recording
+        it (an ``error`` of type ``interrupted``, with what was known when it was sent):
+        the next ledger on this journal, or ``ledger replay``, stores it, so an attempt
+        a provider may have served and billed is never missing from the ledger. Costs
+        one short line in the journal, nothing in the database. Best effort: when the
+        journal cannot be written the attempt is simply not journaled (``record()``'s
+        own rules then apply to its event). Raises ``ValueError`` for an invalid event.
+        """
+        row = to_row(event)
+        line = journal.encode_open(row)
+        with self._pending.lock:
+            if self._closed:
+                raise RuntimeError("this Ledger is closed")
+            if self._journal_error is None and self._journal(line, event=False):
+                self._open[event.event_id] = (line, row)
 
     def _export(self, exporter: Exporter, event: UsageEvent) -> None:
         """Hand ``event`` to ``exporter``; its failure is logged once, never raised."""
@@ -228,7 +258,7 @@ class Ledger:
                 self.journal_dir,
             )
 
-    def _journal(self, line: bytes) -> bool:
+    def _journal(self, line: bytes, *, event: bool = True) -> bool:
         """Append to the live segment (sealing it when full); False if the disk refuses.
 
         A failing journal stays failing (one episode, one warning) until a new
@@ -244,7 +274,7 @@ class Ledger:
         except JournalError as exc:
             self._journal_refused(exc)
             return False
-        journal.append(self._segment, line)
+        journal.append(self._segment, line, event=event)
         return True
 
     def _journal_refused(self, exc: JournalError) -> None:
@@ -305,10 +335,19 @@ class Ledger:
         self._journal_error = None
 
     def _rotate(self, line_bytes: int = 0) -> journal.Segment:
-        """Seal the live segment and open the next (called under the pending lock)."""
+        """Seal the live segment and open the next (called under the pending lock).
+
+        The attempts still open move into the new segment before the old one is
+        marked sealed: a kill between the two leaves both open, and replay stores
+        the same ``interrupted`` row twice under one event id, that is once.
+        """
         sealed = self._segment
-        capacity = max(self._segment_bytes, 2 * line_bytes + 4096)
+        carried = sum(len(line) for line, _ in self._open.values())
+        capacity = max(self._segment_bytes, 2 * line_bytes + carried + 4096)
         self._segment = journal.open_segment(self.journal_dir, capacity)
+        for line, _ in self._open.values():
+            journal.append(self._segment, line, event=False)
+        journal.seal(sealed)
         self._pending.seals.append((len(self._pending.rows), sealed))
         return self._segment
 
@@ -319,6 +358,16 @@ class Ledger:
             self._journal_held()
             if moved:  # a spilled hand-over reads sealed segments only: seal these rows too
                 self._rotate()
+
+    def _interrupt_open(self) -> None:
+        """Closing with attempts still open: each is stored as what it would be after a
+        kill (``interrupted``), not lost with the segment (under the pending lock)."""
+        while self._open:
+            event_id, (_, row) = self._open.popitem()
+            try:
+                self._keep(row, journal.encode_row(row), event_id)
+            except JournalError as exc:
+                log.error("ledger: closing with attempt %s open and unrecorded: %s", event_id, exc)
 
     def flush(self, timeout: float | None = 10.0) -> bool:
         """Wait until every event recorded so far is in the database (or dead-lettered).
@@ -340,6 +389,7 @@ class Ledger:
             if self._closed:
                 return
             self._closed = True
+            self._interrupt_open()
             if self._journal_error is not None and self._pending.unjournaled:
                 try:  # the disk may have room again: journaled, nothing is lost below
                     self._rotate()
