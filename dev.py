@@ -110,7 +110,8 @@ def upgrade(packages: list[str]) -> None:
         if before.get(name) != after.get(name)
     ]
     print("uv.lock: " + (f"{len(changes)} changed" if changes else "nothing changed"))
-    print("\n".join(changes))
+    if changes:
+        print("\n".join(changes))
     write_tested_line()
     setup()
     code = subprocess.call([str(BIN / "python"), "-m", "pytest"], cwd=ROOT)
