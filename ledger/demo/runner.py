@@ -2,11 +2,14 @@
 
 One thread and a discrete-event loop on the simulator's virtual clock: every
 session has the virtual time its next turn is due; the loop takes the
-earliest, moves the clock there (never back: a turn due while another call
-was in flight waits for it, like a request queue), and makes the call, which
-advances the clock by its simulated latency. So hours of multi-agent traffic
-run in seconds, every row's ``started_at`` and latency are on that clock, and
-a seed fixes the whole run (no thread scheduling, no wall time).
+earliest, moves the clock there, and makes the call, which advances the clock
+by its simulated latency. Sessions overlap as real ones do: a turn due while
+another session's call is in flight starts on time (the clock moves back to
+it), so one slow upstream delays only the sessions it serves, and the
+simulator sees every call in flight when it judges an upstream's capacity.
+So hours of multi-agent traffic run in seconds, every row's ``started_at`` and
+latency are on that clock, and a seed fixes the whole run (no thread
+scheduling, no wall time).
 """
 
 from __future__ import annotations
@@ -179,8 +182,7 @@ class Workload:
                     self._start_session()
                     active += 1
                 due, _, session = heapq.heappop(self._queue)
-                if due > self.clock.time():
-                    self.clock.advance(due - self.clock.time())
+                self.clock.move_to(due)
                 self._fire_bursts()
                 pause = self._turn(session)
                 if session.turns_left == 0:

@@ -43,6 +43,9 @@ class UpstreamSpec:
     None means the upstream has no prompt cache; ``cache_write_per_mtok``
     None means writes are free and not reported (OpenAI-style implicit
     caching), otherwise ``cache_write_tokens`` are reported and charged.
+    ``capacity``: how many requests it serves at once (None: no limit); one more
+    arriving while that many are in flight is refused with 429, so sending a
+    model's whole traffic to one upstream can cost errors and fallbacks.
     """
 
     name: str
@@ -58,10 +61,13 @@ class UpstreamSpec:
     error_rate: float = 0.0
     reasoning_share: float = 0.0
     reported_model: str | None = None
+    capacity: int | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.error_rate <= 1.0 or not 0.0 <= self.reasoning_share < 1.0:
             raise ValueError(f"{self.name}: error_rate/reasoning_share out of range")
+        if self.capacity is not None and self.capacity < 1:
+            raise ValueError(f"{self.name}: capacity must be at least 1 (None: no limit)")
         if self.input_per_mtok <= 0:
             raise ValueError(f"{self.name}: input price must be positive")
 

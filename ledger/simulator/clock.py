@@ -41,8 +41,9 @@ class VirtualClock:
     """Time that moves only when advanced; ``sleep`` advances it instantly.
 
     Thread-safe: concurrent sleepers each advance the shared time by their own
-    delay (so concurrent work is serialised in virtual time, which keeps a
-    run's timestamps ordered and reproducible).
+    delay. A discrete-event loop (the demo's) runs overlapping sessions on it by
+    :meth:`move_to` each event's own time, earlier or later than the last call's
+    end: a call in flight in one session then delays no other.
     """
 
     def __init__(self, start: float = DEFAULT_VIRTUAL_EPOCH) -> None:
@@ -59,6 +60,16 @@ class VirtualClock:
         with self._lock:
             self._now += seconds
             return self._now
+
+    def move_to(self, at: float) -> None:
+        """Set the time to ``at``, back as well as forward: the start of the next event.
+
+        Everything the simulator keeps by time (pins, caches, outages, calls in flight)
+        is judged at the time it is asked about, so an event may start before the
+        previous one ended, as overlapping requests do.
+        """
+        with self._lock:
+            self._now = float(at)
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:

@@ -9,6 +9,7 @@ and the byte shuffling. Deterministic for a seed and a request sequence.
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 import threading
@@ -34,6 +35,8 @@ _WORDS: Final = (
 _WORDS_PER_PIECE: Final = 6
 #: Time an upstream takes to fail before OpenRouter moves on, as a share of its TTFT.
 _FAILED_ATTEMPT_SHARE: Final = 0.3
+#: Seconds an upstream at capacity takes to refuse a request.
+_REFUSAL_S: Final = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +157,8 @@ class Simulator:
         self.min_output_tokens = min_output_tokens
         self.max_output_tokens = max_output_tokens
         self._caches: dict[tuple[str, str, str], PromptCache] = {}
+        #: When each call in flight on an upstream ends (a heap per upstream with a capacity).
+        self._in_flight: dict[tuple[str, str, str], list[float]] = {}
         self._lock = threading.Lock()
         #: OpenRouter generations served, for ``GET /api/v1/generation`` (lag and
         #: discrepancies are set on it).
@@ -200,6 +205,8 @@ class Simulator:
     def _direct(
         self, req: ChatRequest, spec: UpstreamSpec, now: float, extra: float, carried: Fault | None
     ) -> Outcome:
+        if self._full(req, spec, now):
+            return self._failure(FaultKind.RATE_LIMIT, 429, None, _REFUSAL_S)
         if carried is None and spec.error_rate and self.rng.random() < spec.error_rate:
             if req.service == "anthropic":
                 return self._failure(FaultKind.OVERLOADED, 529, None, spec.latency.ttft_median_s)
@@ -225,6 +232,8 @@ class Simulator:
             )
             if fault is not None and fault.kind in FAILING_KINDS:
                 status = fault.status or _FAULT_STATUS[fault.kind]
+            elif self._full(req, spec, now + elapsed):
+                status = 429  # at capacity: OpenRouter tries the next upstream
             elif fault is None and spec.error_rate and self.rng.random() < spec.error_rate:
                 status = 502
             else:
@@ -256,6 +265,14 @@ class Simulator:
             if done.fault.upstream is not None:  # the upstream's own failure, not the front door's
                 self.router.record_failure(model, spec.name, finished)
             return
+        decoding_s = done.total_s - done.ttft_s
+        self.router.record_served(
+            model,
+            spec.name,
+            finished,
+            ttft_s=done.ttft_s,
+            tokens_per_s=done.usage.completion_tokens / decoding_s if decoding_s > 0 else 0.0,
+        )
         self.router.record_success(
             sticky, spec, pinned_before=pinned, cache_hit=done.usage.cached_tokens > 0, now=finished
         )
@@ -308,6 +325,16 @@ class Simulator:
         }.get(kind, "The server had an error while processing your request.")
         return Failure(kind.value, status, message, latency, retry_after_s, upstream)
 
+    def _full(self, req: ChatRequest, spec: UpstreamSpec, now: float) -> bool:
+        """Whether ``spec`` already serves ``capacity`` calls at ``now`` (the demo's loop
+        runs calls in the order they start, so every call that began earlier is known)."""
+        if spec.capacity is None:
+            return False
+        ends = self._in_flight.setdefault((req.service, req.model, spec.name), [])
+        while ends and ends[0] <= now:
+            heapq.heappop(ends)
+        return len(ends) >= spec.capacity
+
     def _cache_for(self, service: str, model: str, spec: UpstreamSpec) -> PromptCache:
         key = (service, model, spec.name)
         cache = self._caches.get(key)
@@ -336,6 +363,9 @@ class Simulator:
             (" " if i else "") + " ".join(words[i : i + _WORDS_PER_PIECE])
             for i in range(0, output, _WORDS_PER_PIECE)
         )
+        total_s = ttft + output / lat.tokens_per_s
+        if spec.capacity is not None:
+            heapq.heappush(self._in_flight[(req.service, req.model, spec.name)], now + total_s)
         return Completion(
             ident="".join(self.rng.choices(_ALNUM, k=24)),
             created=int(now),
@@ -344,7 +374,7 @@ class Simulator:
             pieces=pieces,
             usage=usage,
             ttft_s=ttft,
-            total_s=ttft + output / lat.tokens_per_s,
+            total_s=total_s,
             fault=fault,
         )
 

@@ -83,41 +83,56 @@ class CacheResult:
 
 
 class PromptCache:
-    """One upstream's prompt cache: prefix digest -> expiry time."""
+    """One upstream's prompt cache: prefix digest -> (written since, expiry time).
+
+    An entry is live from the write that created it to its expiry; a request asked
+    about a time before that write (overlapping requests run in the order they
+    started, and a write is stamped at its request's first byte) does not see it.
+    """
 
     def __init__(self, *, min_tokens: int, ttl_s: float) -> None:
         if min_tokens < 1 or ttl_s <= 0:
             raise ValueError("min_tokens must be >= 1 and ttl_s > 0")
         self.min_tokens = min_tokens
         self.ttl_s = ttl_s
-        self._expiry: dict[bytes, float] = {}
+        self._entries: dict[bytes, tuple[float, float]] = {}
 
     def __len__(self) -> int:
-        return len(self._expiry)
+        return len(self._entries)
 
     def peek(self, prompt: Prompt, now: float) -> int:
         """Tokens a request with ``prompt`` would read from the cache at ``now``."""
-        expiry = self._expiry
+        entries = self._entries
         for i in range(len(prompt.boundaries) - 1, -1, -1):
             tokens = prompt.cumulative_tokens[i]
             if tokens < self.min_tokens:
                 break
-            if expiry.get(prompt.boundaries[i], 0.0) > now:
+            since, until = entries.get(prompt.boundaries[i], _NEVER)
+            if since <= now < until:
                 return tokens
         return 0
 
     def use(self, prompt: Prompt, now: float) -> CacheResult:
         """Serve ``prompt`` at ``now``: read the longest live prefix, write the rest."""
         read = self.peek(prompt, now)
+        entries = self._entries
         until = now + self.ttl_s
         cacheable = 0
         for boundary, tokens in zip(prompt.boundaries, prompt.cumulative_tokens, strict=True):
             if tokens >= self.min_tokens:
-                self._expiry[boundary] = until
+                since, expiry = entries.get(boundary, _NEVER)
+                # unexpired (live, or written by a request that started later): one entry
+                entries[boundary] = (
+                    (min(since, now), max(expiry, until)) if expiry > now else (now, until)
+                )
                 cacheable = tokens
-        if len(self._expiry) > _SWEEP_AT:
+        if len(entries) > _SWEEP_AT:
             self._sweep(now)
         return CacheResult(read_tokens=read, write_tokens=max(cacheable - read, 0))
 
     def _sweep(self, now: float) -> None:
-        self._expiry = {k: v for k, v in self._expiry.items() if v > now}
+        self._entries = {k: v for k, v in self._entries.items() if v[1] > now}
+
+
+#: What a digest never written reads as: live over no time at all.
+_NEVER: Final = (0.0, 0.0)

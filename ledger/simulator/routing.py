@@ -50,18 +50,34 @@ failed and that another upstream served leaves the pin as it was (neither
 moved nor refreshed). ``provider.sort`` replaces load balancing by a fixed
 order but keeps stickiness (ADR 0221: "sort picks the first upstream, the pin
 keeps it"); ``provider.order`` disables stickiness.
+
+"Significant outages" are not defined by the docs: here an upstream is avoided
+when, in the last 30 seconds, it failed at least ``OUTAGE_MIN_FAILURES`` times
+and on at least ``OUTAGE_MIN_SHARE`` of its attempts; one failure among many
+successes is not an outage. ``sort: "latency"`` and ``"throughput"`` order by
+what the router measured of each upstream (a moving average of its first-token
+time and its decoding rate), as OpenRouter's own stats do, and by the catalog's
+figures until an upstream has served once.
 """
 
 from __future__ import annotations
 
 import random
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from ledger.simulator.catalog import ModelPool, UpstreamSpec
 
 PIN_IDLE_S: Final = 600.0
 OUTAGE_WINDOW_S: Final = 30.0
+OUTAGE_MIN_FAILURES: Final = 3
+OUTAGE_MIN_SHARE: Final = 0.5
+#: Attempts kept per upstream to judge an outage: past this many in 30 s, the latest judge.
+_RECENT_MAX: Final = 256
+#: Weight of the newest served call in an upstream's measured latency and throughput.
+MEASURE_WEIGHT: Final = 0.2
 SORTS: Final = frozenset({"price", "throughput", "latency"})
 
 
@@ -92,6 +108,24 @@ class Pin:
     last_success: float
 
 
+@dataclass(slots=True)
+class Measured:
+    """What the router saw of one upstream of one model: its recent attempts
+    (time, failed) and moving averages of its first-token time and decoding rate."""
+
+    recent: deque[tuple[float, bool]]
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None
+
+    def outage(self, now: float) -> bool:
+        """A significant outage in the ``OUTAGE_WINDOW_S`` before ``now``."""
+        while self.recent and self.recent[0][0] < now - 2 * OUTAGE_WINDOW_S:
+            self.recent.popleft()  # kept a little longer: events may arrive out of order
+        seen = [failed for at, failed in self.recent if now - OUTAGE_WINDOW_S <= at <= now]
+        failures = sum(seen)
+        return failures >= OUTAGE_MIN_FAILURES and failures >= OUTAGE_MIN_SHARE * len(seen)
+
+
 def _matches(spec: UpstreamSpec, names: tuple[str, ...]) -> bool:
     lowered = {n.lower() for n in names}
     return spec.slug in lowered or spec.name.lower() in lowered
@@ -103,7 +137,7 @@ class Router:
     def __init__(self, rng: random.Random) -> None:
         self._rng = rng
         self._pins: dict[StickyKey, Pin] = {}
-        self._last_failure: dict[tuple[str, str], float] = {}
+        self._measured: dict[tuple[str, str], Measured] = {}
 
     # -- state -------------------------------------------------------------
     def pinned(self, key: StickyKey, now: float) -> str | None:
@@ -116,8 +150,30 @@ class Router:
             return None
         return pin.upstream
 
+    def _measure(self, model: str, upstream: str) -> Measured:
+        found = self._measured.get((model, upstream))
+        if found is None:
+            found = self._measured[(model, upstream)] = Measured(deque(maxlen=_RECENT_MAX))
+        return found
+
     def record_failure(self, model: str, upstream: str, now: float) -> None:
-        self._last_failure[(model, upstream)] = now
+        self._measure(model, upstream).recent.append((now, True))
+
+    def record_served(
+        self, model: str, upstream: str, now: float, *, ttft_s: float, tokens_per_s: float
+    ) -> None:
+        """An attempt ``upstream`` served at ``now``: one more success, and its timings."""
+        measured = self._measure(model, upstream)
+        measured.recent.append((now, False))
+        w = MEASURE_WEIGHT
+        measured.ttft_s = (
+            ttft_s if measured.ttft_s is None else (1 - w) * measured.ttft_s + w * ttft_s
+        )
+        measured.tokens_per_s = (
+            tokens_per_s
+            if measured.tokens_per_s is None
+            else (1 - w) * measured.tokens_per_s + w * tokens_per_s
+        )
 
     def record_success(
         self,
@@ -156,7 +212,7 @@ class Router:
             rest = [u for u in self._balanced(pool.model, allowed, now) if u not in head]
             return head + rest
         if prefs.sort in SORTS:
-            ordered = sorted(allowed, key=_SORT_KEYS[prefs.sort])
+            ordered = sorted(allowed, key=self._sort_key(pool.model, prefs.sort))
         else:
             ordered = self._balanced(pool.model, allowed, now)
         if pinned is not None:
@@ -164,24 +220,33 @@ class Router:
             ordered = pin + [u for u in ordered if u.name != pinned]
         return ordered if prefs.allow_fallbacks else ordered[:1]
 
+    def _sort_key(self, model: str, sort: str | None) -> Callable[[UpstreamSpec], tuple[Any, ...]]:
+        if sort == "price":
+            return _by_price
+
+        def measured(u: UpstreamSpec) -> tuple[Any, ...]:
+            seen = self._measured.get((model, u.name))
+            if sort == "latency":
+                ttft = seen.ttft_s if seen is not None and seen.ttft_s is not None else None
+                return (u.latency.ttft_median_s if ttft is None else ttft, u.name)
+            rate = seen.tokens_per_s if seen is not None else None
+            return (-(u.latency.tokens_per_s if rate is None else rate), u.name)
+
+        return measured
+
     def _balanced(self, model: str, allowed: list[UpstreamSpec], now: float) -> list[UpstreamSpec]:
         stable: list[UpstreamSpec] = []
         shaky: list[UpstreamSpec] = []
         for u in allowed:
-            failed_at = self._last_failure.get((model, u.name))
-            recent = failed_at is not None and now - failed_at < OUTAGE_WINDOW_S
-            (shaky if recent else stable).append(u)
-        by_price = _SORT_KEYS["price"]
-        stable.sort(key=by_price)
-        shaky.sort(key=by_price)
+            seen = self._measured.get((model, u.name))
+            (shaky if seen is not None and seen.outage(now) else stable).append(u)
+        stable.sort(key=_by_price)
+        shaky.sort(key=_by_price)
         if not stable:
             return shaky
         first = self._rng.choices(stable, weights=[u.routing_weight() for u in stable])[0]
         return [first] + [u for u in stable if u is not first] + shaky
 
 
-_SORT_KEYS: Final = {
-    "price": lambda u: (u.input_per_mtok, u.output_per_mtok, u.name),
-    "latency": lambda u: (u.latency.ttft_median_s, u.name),
-    "throughput": lambda u: (-u.latency.tokens_per_s, u.name),
-}
+def _by_price(u: UpstreamSpec) -> tuple[Any, ...]:
+    return (u.input_per_mtok, u.output_per_mtok, u.name)

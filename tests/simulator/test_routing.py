@@ -5,7 +5,18 @@ from __future__ import annotations
 from collections import Counter
 from decimal import Decimal
 
-from ledger.simulator import Fault, FaultKind, Simulator, VirtualClock
+import httpx
+
+from ledger.simulator import (
+    Catalog,
+    Fault,
+    FaultKind,
+    Latency,
+    ModelPool,
+    Simulator,
+    SimulatorTransport,
+    VirtualClock,
+)
 from ledger.simulator.routing import PIN_IDLE_S
 
 from .conftest import MODEL, Chat, catalog_of, upstream
@@ -155,10 +166,16 @@ def test_sort_by_price_always_starts_with_the_cheapest(clock: VirtualClock) -> N
     assert served == {"B"}
 
 
-def test_upstreams_that_failed_in_the_last_30_seconds_are_avoided(clock: VirtualClock) -> None:
+def test_an_upstream_with_a_significant_outage_in_the_last_30_seconds_is_avoided(
+    clock: VirtualClock,
+) -> None:
     chat = Chat(Simulator(catalog_of(upstream("A", "1"), upstream("B", "3")), clock=clock, seed=2))
-    chat.sim.faults.add(Fault(FaultKind.SERVER_ERROR, "openrouter", upstream="A"))
-    assert chat.upstream_of(chat.body("t0", SHORT_SYSTEM, provider={"order": ["a"]})) == "B"
+    chat.sim.faults.add(Fault(FaultKind.SERVER_ERROR, "openrouter", upstream="A", count=3))
+    order_a = {"order": ["a"]}
+    failed = [
+        chat.upstream_of(chat.body(f"t{i}", SHORT_SYSTEM, provider=order_a)) for i in range(3)
+    ]
+    assert failed == ["B", "B", "B"]  # A failed three times of three: an outage
     failed_at = clock.time()
     # Short replies keep the 25 calls (each taking its virtual latency) inside 30 s.
     recent = {chat.upstream_of(chat.body(f"t{i}", SHORT_SYSTEM, max_tokens=1)) for i in range(25)}
@@ -167,6 +184,35 @@ def test_upstreams_that_failed_in_the_last_30_seconds_are_avoided(clock: Virtual
     clock.advance(31)
     later = Counter(chat.upstream_of(chat.body(f"u{i}", SHORT_SYSTEM)) for i in range(25))
     assert later["A"] > later["B"]
+
+
+def test_one_failure_among_successes_is_no_outage(clock: VirtualClock) -> None:
+    chat = Chat(Simulator(catalog_of(upstream("A", "1"), upstream("B", "3")), clock=clock, seed=2))
+    chat.sim.faults.add(Fault(FaultKind.SERVER_ERROR, "openrouter", upstream="A"))
+    assert chat.upstream_of(chat.body("t0", SHORT_SYSTEM, provider={"order": ["a"]})) == "B"
+    # the next calls still go to A nine times in ten (1/1² : 1/3²): one failure avoids nothing
+    served = Counter(
+        chat.upstream_of(chat.body(f"t{i}", SHORT_SYSTEM, max_tokens=1)) for i in range(40)
+    )
+    assert served["A"] > 30
+
+
+def test_sort_by_latency_follows_what_the_router_measured(clock: VirtualClock) -> None:
+    # The catalog says A is quicker to first byte; a slow-first-byte fault makes it slow.
+    ups = (
+        upstream("A", "1", latency=Latency(0.2, 0.0, 100.0)),
+        upstream("B", "1", latency=Latency(0.3, 0.0, 100.0)),
+    )
+    chat = Chat(Simulator(catalog_of(*ups), clock=clock, seed=3))
+    by_latency = {"sort": "latency"}
+    assert chat.upstream_of(chat.body("t0", SHORT_SYSTEM, provider=by_latency)) == "A"
+    chat.sim.faults.add(
+        Fault(FaultKind.SLOW_FIRST_BYTE, "openrouter", upstream="A", count=None, delay_s=5.0)
+    )
+    seen = [
+        chat.upstream_of(chat.body(f"t{i}", SHORT_SYSTEM, provider=by_latency)) for i in range(3)
+    ]
+    assert seen[0] == "A" and seen[-1] == "B"  # measured slow, A is no longer first
 
 
 def test_cached_tokens_only_when_the_same_upstream_saw_the_prefix_recently(
@@ -299,3 +345,30 @@ def test_order_sends_every_session_to_the_first_choice_whose_cache_stays_warm(
             reads.append(answer["usage"]["prompt_tokens_details"]["cached_tokens"])
     # the shared system prompt, written once on U2, is read by every later call
     assert reads[0] == 0 and all(r > 0 for r in reads[1:])
+
+
+def test_an_upstream_at_capacity_refuses_and_openrouter_falls_back(clock: VirtualClock) -> None:
+    """Calls that overlap in time count against capacity; ones that ended do not."""
+    ups = (upstream("A", "1", capacity=2), upstream("B", "3"))
+    chat = Chat(Simulator(catalog_of(*ups), clock=clock, seed=4))
+    order_a = {"order": ["a"]}
+    start = clock.time()
+    served = []
+    for i in range(3):  # three calls starting together: A takes two
+        clock.move_to(start)
+        served.append(chat.upstream_of(chat.body(f"t{i}", SHORT_SYSTEM, provider=order_a)))
+    assert served == ["A", "A", "B"]
+    clock.move_to(start + 60)  # both of A's calls have ended
+    assert chat.upstream_of(chat.body("later", SHORT_SYSTEM, provider=order_a)) == "A"
+
+
+def test_a_direct_upstream_at_capacity_answers_429(clock: VirtualClock) -> None:
+    spec = upstream("OpenAI", "1", capacity=1)
+    base = Catalog(openrouter={}, openai={}, anthropic={})
+    sim = Simulator(base.with_pool("openai", ModelPool("gpt-test", (spec,))), clock=clock, seed=1)
+    http = httpx.Client(transport=SimulatorTransport(sim), base_url="https://api.openai.com/v1")
+    body = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
+    first = http.post("/chat/completions", json=body, headers={"Authorization": "Bearer sk-x"})
+    clock.move_to(clock.time() - 0.1)  # a second call starting while the first is in flight
+    second = http.post("/chat/completions", json=body, headers={"Authorization": "Bearer sk-x"})
+    assert (first.status_code, second.status_code) == (200, 429)
