@@ -27,12 +27,14 @@ from ledger.errors import (
 from ledger.events import (
     ABANDONED,
     INTERRUPTED,
+    Arm,
     ErrorType,
     UsageEvent,
     check_tags,
     check_text,
     new_id,
 )
+from ledger.policies import Policy, PolicySource, apply_to, arm_for
 from ledger.price_overrides import NO_OVERRIDES, PriceBook
 from ledger.pricing import UNKNOWN, Cost, attempt_cost
 from ledger.providers.base import ChatRequest, ErrorBody, InBandError, Parsed, Provider, Usage
@@ -150,6 +152,14 @@ class AttemptJournal(Protocol):
     def begin_attempt(self, event: UsageEvent) -> None: ...
 
 
+@runtime_checkable
+class PolicyHolder(Protocol):
+    """A recorder whose database holds routing policies (``Ledger.policies``)."""
+
+    @property
+    def policies(self) -> PolicySource: ...
+
+
 class LazyRecorder:
     """The ledger given as a :class:`Recorder`, a database URL, or None (the process's
     default ledger), opened on first use so building a client or transport is free."""
@@ -175,6 +185,11 @@ class LazyRecorder:
         self.get()
         if self._journal is not None:
             self._journal.begin_attempt(interrupted_event(prep))
+
+    def policies(self) -> PolicySource | None:
+        """The routing policies of the recorder's database (a Ledger's), else None."""
+        recorder = self.get()
+        return recorder.policies if isinstance(recorder, PolicyHolder) else None
 
 
 def make_call(messages: Sequence[Mapping[str, Any]], **options: Unpack[ChatOptions]) -> Call:
@@ -206,6 +221,9 @@ class Prepared:
     #: The attempt's row's id, fixed before sending: the journaled start
     #: (:func:`interrupted_event`) and the row itself share it.
     event_id: str = field(default_factory=new_id)
+    #: The routing policy it was sent under and its session's arm (None: no policy).
+    policy_id: int | None = None
+    arm: Arm | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,10 +248,17 @@ class ChatResult:
 
 
 def prepare(
-    call: Call, target: Attempt, *, stream: bool, session_prefix: str = DEFAULT_PREFIX
+    call: Call,
+    target: Attempt,
+    *,
+    stream: bool,
+    session_prefix: str = DEFAULT_PREFIX,
+    policy: Policy | None = None,
 ) -> Prepared:
     """Build the request: the sticky key only where the capability is true, routing only
-    where the provider routes."""
+    where the provider routes. ``policy`` (for ``target.model``) is applied where the
+    provider routes: the session's arm is drawn from the key sent (the call id without
+    one), and the treatment arm's body carries the policy's provider fields."""
     provider = target.provider
     caps = provider.capabilities
     key = None
@@ -253,6 +278,13 @@ def prepare(
         extra_body=call.extra_body,
     )
     http = provider.build_request(request)
+    arm: Arm | None = None
+    if policy is not None and caps.provider_routing:
+        arm = arm_for(
+            policy.id, provider.sent_session_key(http.body) or target.call_id, policy.holdout_share
+        )
+        if arm == "treatment":
+            apply_to(http.body, policy)
     sent_key, sent_sort, sent_order = sent_values(provider, http.body)
     content = _encode_body(http.body).encode()
     return Prepared(
@@ -266,6 +298,8 @@ def prepare(
         session_key=sent_key,
         routing_sort=sent_sort,
         routing_order=sent_order,
+        policy_id=policy.id if arm is not None and policy is not None else None,
+        arm=arm,
     )
 
 
@@ -433,6 +467,8 @@ def build_event(
         tags=dict(call.tags) if call.tags is not None else None,
         usage_reported=reported,
         usage_details=usage.details(),
+        policy_id=prep.policy_id,
+        arm=prep.arm,
     )
 
 

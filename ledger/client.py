@@ -56,6 +56,7 @@ from ledger.errors import (
     map_transport_errors,
 )
 from ledger.events import UsageEvent, new_id
+from ledger.policies import Policy, PolicySource
 from ledger.price_overrides import PriceBook, load_prices
 from ledger.providers import Provider, make_provider
 from ledger.providers.base import Parsed
@@ -83,6 +84,7 @@ class _Base:
         clock: Clock | None = None,
         guard: BudgetGuard | None = None,
         prices: PriceBook | None = None,
+        policies: PolicySource | bool = True,
     ) -> None:
         self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         #: Price overrides for computed costs; None reads the nearest price file
@@ -93,6 +95,12 @@ class _Base:
         items = providers.values() if isinstance(providers, Mapping) else providers or ()
         self._providers: dict[str, Provider] = {p.name: p for p in items}
         self._sink = LazyRecorder(ledger)
+        #: Routing policies (ledger.policies): True reads the ledger database's (when
+        #: the ledger is a Ledger), False applies none.
+        self._policies: PolicySource | None = None
+        self._find_policies = policies is True
+        if not isinstance(policies, bool):
+            self._policies = policies
         self.default_provider = default_provider
         self.session_prefix = session_prefix
         self.strict = strict
@@ -169,7 +177,10 @@ class _Base:
             )
             if filing.requested_model is not model:
                 check_model(filing.requested_model)
-        prep = prepare(call, target, stream=stream, session_prefix=self.session_prefix)
+        policy = self._policy_for(chosen, target.model)
+        prep = prepare(
+            call, target, stream=stream, session_prefix=self.session_prefix, policy=policy
+        )
         prep.timeout = timeout
         if self.guard is not None:
             self.guard.before_send(prep, self.clock.now())  # BudgetExceeded: nothing is sent
@@ -180,6 +191,14 @@ class _Base:
                 chosen.name,
             )
         return prep
+
+    def _policy_for(self, provider: Provider, model: str) -> Policy | None:
+        if not provider.capabilities.provider_routing:
+            return None
+        if self._find_policies:
+            self._find_policies = False
+            self._policies = self._sink.policies()
+        return self._policies.policy_for(model) if self._policies is not None else None
 
     def _parse(self, prep: Prepared, content: bytes) -> Parsed:
         try:
@@ -278,7 +297,9 @@ class Client(_Base):
     ``providers`` configures provider instances (keys, base URLs); a provider
     not configured is built from its environment variables on first use.
     ``ledger`` is a :class:`Recorder`, a database URL, or None for the
-    process-wide default ledger.
+    process-wide default ledger. ``policies``: the routing policies applied to
+    OpenRouter calls (:mod:`ledger.policies`); True, the default, reads those in the
+    ledger's database (none when ``ledger`` is another recorder), False applies none.
     """
 
     def __init__(
@@ -294,6 +315,7 @@ class Client(_Base):
         clock: Clock | None = None,
         guard: BudgetGuard | None = None,
         prices: PriceBook | None = None,
+        policies: PolicySource | bool = True,
     ) -> None:
         super().__init__(
             providers=providers,
@@ -304,6 +326,7 @@ class Client(_Base):
             clock=clock,
             guard=guard,
             prices=prices,
+            policies=policies,
         )
         self._owns_http = http_client is None
         self.http = http_client or httpx.Client(timeout=timeout)
@@ -417,6 +440,7 @@ class AsyncClient(_Base):
         clock: Clock | None = None,
         guard: BudgetGuard | None = None,
         prices: PriceBook | None = None,
+        policies: PolicySource | bool = True,
     ) -> None:
         super().__init__(
             providers=providers,
@@ -427,6 +451,7 @@ class AsyncClient(_Base):
             clock=clock,
             guard=guard,
             prices=prices,
+            policies=policies,
         )
         self._owns_http = http_client is None
         self.http = http_client or httpx.AsyncClient(timeout=timeout)

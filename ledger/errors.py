@@ -13,6 +13,7 @@
     │   └── SchemaOutOfDate          the schema is not at the code's Alembic head
     ├── JournalError                 the journal cannot be created or written (also an OSError)
     ├── ReadOnlyQuery                ad hoc SQL would change the analytics copy: refused
+    ├── PolicyError                  a routing policy cannot be started or stopped as asked
     ├── LakeTargetError              a lake target is a file, or cannot be written
     │   └── LakeEmpty                a lake target holds no exported rows (nothing to derive)
     ├── TooManyRequests              our rate limiter refused a client (HTTP 429, retry_after)
@@ -108,6 +109,12 @@ class ReadOnlyQuery(LedgerError):
     def __init__(self, message: str, *, statement: str) -> None:
         super().__init__(message)
         self.statement = statement
+
+
+class PolicyError(LedgerError):
+    """A routing policy (``ledger policy``) cannot be started or stopped as asked: an
+    invalid provider object or holdout share, a model with an active policy already,
+    or none to stop."""
 
 
 class DatabaseUnreachable(DatabaseError):

@@ -38,6 +38,9 @@ ErrorType = Literal[
     "interrupted",
 ]
 CostSource = Literal["provider", "computed", "incomplete"]
+#: The arm of a routing policy's experiment a session was assigned to (ledger.policies).
+Arm = Literal["treatment", "holdout"]
+ARMS: Final = frozenset({"treatment", "holdout"})
 
 STATUSES: Final = frozenset({"ok", "error"})
 ERROR_TYPES: Final = frozenset(
@@ -165,6 +168,8 @@ class UsageEvent:
     tags: dict[str, Any] | None = None
     usage_reported: bool = True
     usage_details: dict[str, dict[str, int]] | None = None
+    policy_id: int | None = None
+    arm: Arm | None = None
 
     def replace(self, **changes: Any) -> UsageEvent:
         """A copy with ``changes`` applied (a new ``event_id`` is not implied)."""
@@ -441,6 +446,10 @@ def _checked_row(event: UsageEvent) -> tuple[Any, ...]:
         raise _fail("cost_source", e.cost_source, f"expected one of {sorted(COST_SOURCES)}")
     if e.cost_source is not None and e.cost_usd is None:
         raise _fail("cost_source", e.cost_source, "set, but cost_usd is None")
+    if e.arm is not None and e.arm not in ARMS:
+        raise _fail("arm", e.arm, f"expected one of {sorted(ARMS)}")
+    if e.policy_id is not None:
+        _check_int("policy_id", e.policy_id, 1, MAX_TOKENS)
     attempt = _check_int("attempt", e.attempt, 0, 32_767)
     http_status = e.http_status
     if http_status is not None and not (type(http_status) is int and 100 <= http_status <= 599):
@@ -489,6 +498,8 @@ def _checked_row(event: UsageEvent) -> tuple[Any, ...]:
         _tags(e.tags),
         int(flags[3]),
         _usage_details(e.usage_details),
+        e.policy_id,
+        e.arm,
     )
 
 
@@ -496,7 +507,12 @@ assert len(dataclasses.fields(UsageEvent)) == len(EVENT_COLUMNS)
 
 
 _REQUIRED_TEXT: Final = ("requested_provider", "requested_model", "provider")
-_CHOICES: Final = {"status": STATUSES, "error_type": ERROR_TYPES, "cost_source": COST_SOURCES}
+_CHOICES: Final = {
+    "status": STATUSES,
+    "error_type": ERROR_TYPES,
+    "cost_source": COST_SOURCES,
+    "arm": ARMS,
+}
 _TOKEN_COUNT: Final = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]
 _MILLISECONDS: Final = Annotated[float, msgspec.Meta(ge=0)] | None
 _OTHER_FIELDS: Final[dict[str, Any]] = {
@@ -505,6 +521,7 @@ _OTHER_FIELDS: Final[dict[str, Any]] = {
     "latency_ms": _MILLISECONDS,
     "ttft_ms": _MILLISECONDS,
     "http_status": Annotated[int, msgspec.Meta(ge=100, le=599)] | None,
+    "policy_id": Annotated[int, msgspec.Meta(ge=1, le=MAX_TOKENS)] | None,
     **dict.fromkeys(_TOKEN_FIELDS, _TOKEN_COUNT),
     **dict.fromkeys(_FLAG_FIELDS, bool),
 }

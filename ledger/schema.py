@@ -183,6 +183,11 @@ def _columns(*, partitioned: bool) -> list[Column[Any]]:
         Column("billed_cost_usd", Money()),
         Column("billed_at", UTCDateTime()),
         Column("billing", JSON),
+        # The routing policy the attempt was sent under (``routing_policies.id``) and the
+        # arm its session was assigned to: ``treatment`` sent the policy's provider object,
+        # ``holdout`` sent the request as it was. NULL for rows sent without a policy.
+        Column("policy_id", BigInteger),
+        Column("arm", String(16)),
     ]
 
 
@@ -303,6 +308,33 @@ budget_alerts = Table(
     Column("claimed_at", UTCDateTime(), nullable=False),
     Column("sent_at", UTCDateTime()),
     UniqueConstraint("budget", "metric", "subject", "period", "threshold"),
+)
+
+#: One row per routing policy (``ledger policy``): for one requested model, the
+#: OpenRouter ``provider`` object to send, and the share of sessions held out (sent
+#: as they were) to measure what it does. Active while ``stopped_at`` is NULL; at most
+#: one active policy per model (the partial unique index). Who, when and why are kept
+#: for both the start and the stop: a policy is never deleted, its rows name it.
+routing_policies = Table(
+    "routing_policies",
+    metadata,
+    Column("id", _BigIntId, primary_key=True, autoincrement=True),
+    Column("requested_model", String(256), nullable=False),
+    Column("provider", JSON, nullable=False),
+    Column("holdout_share", Float, nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("created_by", String(256), nullable=False),
+    Column("reason", String(1024)),
+    Column("stopped_at", UTCDateTime()),
+    Column("stopped_by", String(256)),
+    Column("stop_reason", String(1024)),
+    Index(
+        "uq_routing_policies_active_model",
+        "requested_model",
+        unique=True,
+        sqlite_where=text("stopped_at IS NULL"),
+        postgresql_where=text("stopped_at IS NULL"),
+    ),
 )
 
 #: Values for columns a row written by an older version lacks (a journal segment

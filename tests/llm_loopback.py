@@ -52,6 +52,7 @@ class Captured:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    raw: bytes = b""  # the body's bytes as sent
 
 
 #: A client that goes away mid-request or mid-reply (an abandoned stream, a
@@ -107,6 +108,7 @@ class LoopbackLLM:
                         self.path,
                         {k.lower(): v for k, v in self.headers.items()},
                         json.loads(raw) if raw else {},
+                        raw,
                     )
                 )
                 reply = server.replies.popleft() if server.replies else server.default

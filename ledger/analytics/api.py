@@ -24,6 +24,7 @@ in-memory copy of the ledger instead, unless ``allow_memory=False``.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,7 +35,7 @@ import duckdb
 import pandas as pd  # type: ignore[import-untyped]
 from sqlalchemy.engine import URL
 
-from ledger.analytics import figures, local, prices, views
+from ledger.analytics import experiment, figures, local, prices, views
 from ledger.analytics.readonly import check_read_only
 from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.analytics.source import LedgerSource
@@ -271,6 +272,36 @@ class Analytics:
             select = f"SELECT * FROM ({select})"  # noqa: S608 (module constants)
         return self._read(
             views.filtered_query(name, select), {**filters.parameters(), **(parameters or {})}
+        )
+
+    def recommendations(self) -> dict[str, dict[str, Any]]:
+        """The ``provider`` object of every warranted verdict, by model."""
+        verdicts = self.provider_order_verdict()
+        warranted = verdicts[verdicts["recommendation"].notna()]
+        return {
+            str(row.requested_model): json.loads(str(row.recommendation))
+            for row in warranted.itertuples(index=False)
+        }
+
+    def experiment(self, policy_id: int) -> experiment.Effect:
+        """What routing policy ``policy_id`` did: treatment against holdout
+        (:mod:`ledger.analytics.experiment`)."""
+        params = {"policy": policy_id}
+        sessions = [
+            experiment.SessionSums(
+                arm=str(r.arm),
+                attempts=int(r.attempts),
+                errors=int(r.errors),
+                costed=int(r.costed),
+                cost_usd=float(r.cost_usd),
+                input_tokens=int(r.input_tokens),
+                cache_read_tokens=int(r.cache_read_tokens),
+            )
+            for r in self._read(experiment.SESSION_SUMS, params).itertuples(index=False)
+        ]
+        p95 = self._read(experiment.P95_BY_ARM, params)
+        return experiment.effect(
+            sessions, {str(r.arm): float(r.p95_latency_ms) for r in p95.itertuples(index=False)}
         )
 
     def cache_hits_by_agent(self, filters: Filters | None = None) -> pd.DataFrame:

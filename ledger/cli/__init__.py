@@ -30,6 +30,7 @@ COMMANDS: Final = (
     "ledger.cli.lake:lake",
     "ledger.cli.providers:providers",
     "ledger.cli.budget:budget",
+    "ledger.cli.policy:policy",
     "ledger.cli.reprice:reprice",
     "ledger.cli.reconcile:reconcile",
     "ledger.cli.otel:otel",

@@ -151,16 +151,6 @@ def print_summary(console: Console, stats: DemoStats, analytics: Analytics, url:
     console.print(f"ledger: {display_url(url)}\nanalytics (DuckDB): {where}")
 
 
-def recommendations(analytics: Analytics) -> dict[str, dict[str, Any]]:
-    """The ``provider`` object of every warranted verdict, by model."""
-    verdicts = analytics.provider_order_verdict()
-    warranted = verdicts[verdicts["recommendation"].notna()]
-    return {
-        str(row.requested_model): json.loads(str(row.recommendation))
-        for row in warranted.itertuples(index=False)
-    }
-
-
 SCORECARD: Final = ["upstream", "attempts", "error_rate", "p95_latency_ms", "token_hit_rate",
                     "sessions_pinned"]  # fmt: skip
 SCORECARD_HEADERS: Final = {
@@ -251,7 +241,7 @@ def demo(
     routing: dict[str, dict[str, Any]] = {}
     if apply_recommendations:
         with open_analytics(err) as analytics:
-            routing = recommendations(analytics)
+            routing = analytics.recommendations()
         if not routing:
             raise click.UsageError(  # exit 2, like every "the ledger cannot answer this"
                 "no verdict in this ledger recommends a change: run `ledger demo` first"

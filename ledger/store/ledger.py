@@ -26,6 +26,7 @@ from sqlalchemy.engine import URL
 from ledger.errors import ConfigurationError, JournalError
 from ledger.events import UsageEvent, to_row
 from ledger.exporters import Exporter, exporters_from_env
+from ledger.policies import PolicyBook
 from ledger.store import journal
 from ledger.store.engine import database_url, make_engine, sqlite_path
 from ledger.store.held import StatusFile
@@ -128,7 +129,16 @@ class Ledger:
         self._writer.start()
         self._exporters = tuple(exporters) if exporters is not None else exporters_from_env()
         self._exporter_failed = False
+        self._policies: PolicyBook | None = None
         _live.add(self)
+
+    @property
+    def policies(self) -> PolicyBook:
+        """The routing policies in this ledger's database, read in the background
+        (:class:`~ledger.policies.PolicyBook`; started on first use)."""
+        if self._policies is None:
+            self._policies = PolicyBook(self._engine)
+        return self._policies
 
     def _after_fork_in_child(self) -> None:
         """A forked child gets a segment, a queue and a writer of its own.
@@ -412,6 +422,8 @@ class Ledger:
                 log.warning("ledger: exporter %r failed to close", exporter, exc_info=True)
         self._segment.release(delete=done and not self._pending.count)
         self._status.close()
+        if self._policies is not None:
+            self._policies.close()
         if self._owns_engine:
             self._engine.dispose()
         _live.discard(self)

@@ -17,7 +17,13 @@ from sqlalchemy import Engine, column, delete, insert, inspect, select, table, u
 from ledger.analytics import Analytics
 from ledger.errors import SchemaOutOfDate
 from ledger.events import UsageEvent, to_row
-from ledger.schema import BILLED_COLUMNS, ledger_changes, metadata_for, token_usage
+from ledger.schema import (
+    BILLED_COLUMNS,
+    EVENT_COLUMNS,
+    ledger_changes,
+    metadata_for,
+    token_usage,
+)
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger
 from ledger.store.migrate import (
@@ -205,28 +211,48 @@ def test_0002_keeps_old_rows_marks_them_reported_and_widens_token_counts(
     assert stored.cache_read_tokens == 2_999_999_999 and stored.usage_reported is False
 
 
+def _rows(n: int) -> list[tuple[Any, ...]]:
+    return [
+        to_row(
+            UsageEvent(
+                started_at=dt.datetime(2026, 11, 30, tzinfo=dt.UTC) + dt.timedelta(minutes=i),
+                requested_provider="p",
+                requested_model="m",
+                provider="p",
+                status="ok",
+                cost_usd=Decimal(i),
+            )
+        )
+        for i in range(n)
+    ]
+
+
 def _write(engine: Engine, n: int) -> None:
     """``n`` rows through the ledger's own writer, in one batch."""
     sink = make_sink(engine)
     try:
-        sink.insert(
-            [
-                to_row(
-                    UsageEvent(
-                        started_at=dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
-                        + dt.timedelta(minutes=i),
-                        requested_provider="p",
-                        requested_model="m",
-                        provider="p",
-                        status="ok",
-                        cost_usd=Decimal(i),
-                    )
-                )
-                for i in range(n)
-            ]
-        )
+        sink.insert(_rows(n))
     finally:
         sink.close()
+
+
+#: The columns 0008 added to token_usage (last in a row): a ledger at 0003 lacks them.
+_SINCE_0008 = ("policy_id", "arm")
+
+
+def _copy_at_0003(engine: Engine, n: int) -> None:
+    """``n`` rows by a plain COPY of the columns a ledger at 0003 has."""
+    columns = [c for c in EVENT_COLUMNS if c not in _SINCE_0008]
+    raw = engine.raw_connection()
+    try:
+        with raw.cursor() as cur:  # type: ignore[attr-defined]
+            names = ", ".join(f'"{c}"' for c in columns)
+            with cur.copy(f"COPY token_usage ({names}) FROM STDIN") as copy:
+                for row in _rows(n):
+                    copy.write_row(row[: len(columns)])
+        raw.commit()
+    finally:
+        raw.close()
 
 
 def _logged_ids(conn: Any) -> set[int]:
@@ -253,7 +279,7 @@ def test_0007_keeps_a_postgres_ledger_with_rows_and_its_copy_syncing(
             assert {int(i) for i in logged} == ids
         with pytest.raises(SchemaOutOfDate, match="run `ledger db upgrade`"):
             Analytics(pg_url, path=copy)  # its first sync reads the log
-        _write(engine, 10)  # at 0003: a plain COPY, logged by 0003's statement trigger
+        _copy_at_0003(engine, 10)  # a plain COPY, logged by 0003's statement trigger
         with engine.begin() as conn:
             _insert_one(conn, str(uuid.uuid4()))
         upgrade(engine)  # 0007 on a ledger with rows and a log
