@@ -82,12 +82,13 @@ def apply(
         engine.dispose()
     shown = json.dumps(provider, ensure_ascii=True)
     click.echo(
-        f"policy {policy_id} applied to {safe(model)}: within {DEFAULT_REFRESH_S:g} s, every "
-        f"process recording into this ledger sends\n  provider = {shown}\n"
-        f"with {safe(model)}'s OpenRouter calls in {1 - holdout:.0%} of sessions (treatment), "
-        f"and sends {holdout:.0%} as today (holdout); a session keeps its arm.\n"
-        f"Measure it with `ledger policy status {safe(model)}`; end it with "
-        f"`ledger policy stop {safe(model)}`."
+        f"policy {policy_id} applied to {safe(model)}.\n"
+        f"Within {DEFAULT_REFRESH_S:g} s, every process recording into this ledger sends\n"
+        f"  provider = {shown}\n"
+        f"with the model's OpenRouter calls in {1 - holdout:.0%} of sessions (treatment);\n"
+        f"{holdout:.0%} are sent as today (holdout). A session keeps its arm.\n"
+        f"Measure:  ledger policy status {safe(model)}\n"
+        f"End:      ledger policy stop {safe(model)}"
     )
 
 
@@ -181,14 +182,15 @@ def _est(e: Estimate, fmt: str) -> str:
     if e.value is None:
         return "-"
     assert e.low is not None and e.high is not None
-    return f"{e.value:{fmt}} [{e.low:{fmt}}, {e.high:{fmt}}]"
+    half = (e.high - e.low) / 2  # the normal interval is symmetric
+    return f"{e.value:{fmt}}\n±{half:{fmt.lstrip('+')}}"
 
 
 def print_effect(out: Console, latest: Any, found: Effect) -> None:
     state = "active" if latest.stopped_at is None else f"stopped {latest.stopped_at:%Y-%m-%d}"
     out.print(
         f"policy {latest.id} on {safe(latest.requested_model)} ({state}), since "
-        f"{latest.created_at:%Y-%m-%d %H:%M} UTC: 95 % intervals, sessions as the unit",
+        f"{latest.created_at:%Y-%m-%d %H:%M} UTC\n(± a 95 % interval, sessions as the unit)",
         markup=False,
     )
     table = Table()
@@ -201,7 +203,7 @@ def print_effect(out: Console, latest: Any, found: Effect) -> None:
         "token hit",
         "p95 ms",
     ):
-        table.add_column(header)
+        table.add_column(header, overflow="fold")
     for arm in (found.treatment, found.holdout):
         table.add_row(
             arm.arm,
