@@ -22,7 +22,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from ledger.cli.budget import parse_when
 from ledger.cli.tables import print_frame
 from ledger.errors import LedgerError, ReconcileError
-from ledger.reconcile.admin import ANTHROPIC, OPENAI, ReportSource
+from ledger.reconcile.admin import ANTHROPIC, OPENAI, Limits, ReportSource
+from ledger.reconcile.bounds import Deadline
 from ledger.reconcile.drift import DriftReport, Tolerance, check_bill
 from ledger.reconcile.openrouter import (
     DEFAULT_BASE_URL,
@@ -194,7 +195,13 @@ def _print_drift(report: DriftReport) -> None:
 
 
 def _report_command(
-    source: ReportSource, since: str, until: str, tolerance: Decimal, min_usd: Decimal, fmt: str
+    source: ReportSource,
+    since: str,
+    until: str,
+    tolerance: Decimal,
+    min_usd: Decimal,
+    fmt: str,
+    limits: tuple[float, float],
 ) -> NoReturn:
     now = dt.datetime.now(dt.UTC)
     begin = parse_when(since, now)
@@ -207,9 +214,11 @@ def _report_command(
     key = _admin_key(source)
     base = os.environ.get(source.base_env) or source.default_base
     url = _checked_ledger()
+    timeout, deadline_s = limits
+    deadline = Deadline.after(deadline_s)
     engine = make_engine(url)
     try:
-        with httpx.Client(timeout=60.0) as http:
+        with httpx.Client(timeout=timeout) as http:
             report = check_bill(
                 engine,
                 http,
@@ -219,6 +228,7 @@ def _report_command(
                 start=start,
                 end=end,
                 tolerance=Tolerance(tolerance, min_usd),
+                limits=Limits(timeout, deadline),
             )
     except ReconcileError as exc:
         _fail(str(exc))
@@ -268,6 +278,20 @@ def _report_options(func: Callable[..., None]) -> Callable[..., None]:
             show_default=True,
         ),
         click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(0.1, 600),
+            default=60.0,
+            show_default=True,
+            help="Seconds one request may take, connect to last byte (then retried).",
+        ),
+        click.option(
+            "--deadline",
+            type=click.FloatRange(1, 86400),
+            default=300.0,
+            show_default=True,
+            help="Seconds the whole run may take (every page and retry); exit 2 beyond it.",
+        ),
     )
     for option in reversed(options):
         func = option(func)
@@ -282,6 +306,7 @@ def _run_report(
     min_usd: float,
     fmt: str,
     as_json: bool,
+    limits: tuple[float, float],
 ) -> NoReturn:
     _report_command(
         source,
@@ -290,26 +315,42 @@ def _run_report(
         Decimal(str(tolerance)),
         Decimal(str(min_usd)),
         "json" if as_json else fmt,
+        limits,
     )
 
 
 @reconcile.command("openai")
 @_report_options
 def openai(
-    since: str, until: str, tolerance: float, min_usd: float, fmt: str, as_json: bool
+    since: str,
+    until: str,
+    tolerance: float,
+    min_usd: float,
+    fmt: str,
+    as_json: bool,
+    timeout: float,
+    deadline: float,
 ) -> None:
     """Compare the ledger's OpenAI totals per day and model with the organisation's cost
     and usage reports (GET /v1/organization/costs, /usage/completions; OPENAI_ADMIN_KEY).
-    Read only. Exit 0 within tolerance, 1 beyond it, 2 on an error."""
-    _run_report(OPENAI, since, until, tolerance, min_usd, fmt, as_json)
+    Read only. Exit 0 within tolerance, 1 beyond it, 2 on an error (--deadline passed too)."""
+    _run_report(OPENAI, since, until, tolerance, min_usd, fmt, as_json, (timeout, deadline))
 
 
 @reconcile.command("anthropic")
 @_report_options
 def anthropic(
-    since: str, until: str, tolerance: float, min_usd: float, fmt: str, as_json: bool
+    since: str,
+    until: str,
+    tolerance: float,
+    min_usd: float,
+    fmt: str,
+    as_json: bool,
+    timeout: float,
+    deadline: float,
 ) -> None:
     """Compare the ledger's Anthropic totals per day and model with the Admin API's cost
     and usage reports (/v1/organizations/cost_report, /usage_report/messages;
-    ANTHROPIC_ADMIN_KEY). Read only. Exit 0 within tolerance, 1 beyond it, 2 on an error."""
-    _run_report(ANTHROPIC, since, until, tolerance, min_usd, fmt, as_json)
+    ANTHROPIC_ADMIN_KEY). Read only. Exit 0 within tolerance, 1 beyond it, 2 on an error
+    (--deadline passed too)."""
+    _run_report(ANTHROPIC, since, until, tolerance, min_usd, fmt, as_json, (timeout, deadline))
