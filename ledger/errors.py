@@ -20,6 +20,7 @@
     ├── BudgetExceeded               the budget guard refused a call before sending it
     ├── ReconcileError               a provider's billing endpoint could not be read
     │   ├── ReconcileAuthError       it refused our key (401/403): the run stops
+    │   ├── WrongGeneration          OpenRouter answered another generation's stats: not stored
     │   ├── ResponseTooLarge         a billing response above its size cap: refused unread
     │   └── ReconcileDeadline        the run's --deadline passed before the bill was read
     └── ProviderError                one LLM attempt failed (error_type, transient, http_status)
@@ -540,6 +541,14 @@ class ReconcileError(LedgerError):
 
 class ReconcileAuthError(ReconcileError):
     """The billing endpoint refused the key (401/403): nothing more is fetched."""
+
+
+class WrongGeneration(ReconcileError):
+    """OpenRouter's answer for one generation id names another generation (or none).
+
+    Its ``total_cost`` is someone else's bill: the row is counted as failed and left
+    unreconciled, never billed with it (a billed row is not fetched again by a plain run).
+    """
 
 
 class ResponseTooLarge(ReconcileError):
