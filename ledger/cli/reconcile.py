@@ -150,6 +150,8 @@ def openrouter(
     (--refetch: billed ones too, replacing their bill); generations OpenRouter does not
     have yet stay pending. Exit 0 when every row was billed or is pending, 1 when any
     failed, was held back as implausible or was left by the deadline, 2 on an error."""
+    if 0 < max_ratio < 1:  # 1/x below x would hold back every bill
+        _fail(f"--max-ratio {max_ratio:g}: give 1 or more (100: a hundredfold), or 0 for no check")
     start = parse_when(since, dt.datetime.now(dt.UTC))
     key = os.environ.get("OPENROUTER_API_KEY", "")
     if not key:

@@ -134,3 +134,9 @@ def test_the_deadline_ends_a_trickling_run_with_exit_1(
     assert result.exit_code == 1, result.output
     assert "3 row(s) not fetched before the --deadline of 1 s: a rerun resumes" in result.stdout
     assert all(r.billed_at is None for r in _rows(sqlite_url))
+
+
+def test_a_max_ratio_below_1_is_refused_with_the_fix(server: LoopbackLLM) -> None:
+    result = run("--max-ratio", "0.5")
+    assert result.exit_code == 2
+    assert "--max-ratio 0.5: give 1 or more" in result.stderr and server.requests == []
