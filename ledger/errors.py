@@ -20,7 +20,10 @@
     ├── AllProvidersFailed           every route of a cascade failed (HTTP 503, retry_after)
     ├── BudgetExceeded               the budget guard refused a call before sending it
     ├── ReconcileError               a provider's billing endpoint could not be read
-    │   └── ReconcileAuthError       it refused our key (401/403): the run stops
+    │   ├── ReconcileAuthError       it refused our key (401/403): the run stops
+    │   ├── WrongGeneration          OpenRouter answered another generation's stats: not stored
+    │   ├── ResponseTooLarge         a billing response above its size cap: refused unread
+    │   └── ReconcileDeadline        the run's --deadline passed before the bill was read
     └── ProviderError                one LLM attempt failed (error_type, transient, http_status)
         ├── ProviderHTTPError        the provider answered with a non-2xx status
         │   ├── RateLimited          429: transient, carries retry_after
@@ -545,3 +548,22 @@ class ReconcileError(LedgerError):
 
 class ReconcileAuthError(ReconcileError):
     """The billing endpoint refused the key (401/403): nothing more is fetched."""
+
+
+class WrongGeneration(ReconcileError):
+    """OpenRouter's answer for one generation id names another generation (or none).
+
+    Its ``total_cost`` is someone else's bill: the row is counted as failed and left
+    unreconciled, never billed with it (a billed row is not fetched again by a plain run).
+    """
+
+
+class ResponseTooLarge(ReconcileError):
+    """A billing response's body is above its cap: the rest is not read, nothing is parsed.
+
+    The cap bounds a run's memory (a parsed JSON page takes about five times its size).
+    """
+
+
+class ReconcileDeadline(ReconcileError):
+    """The run's overall deadline (``--deadline``) passed before the bill was read."""

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final, NoReturn
 
@@ -20,13 +21,15 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from ledger.cli.budget import parse_when
-from ledger.cli.tables import print_frame
+from ledger.cli.tables import print_frame, safe
 from ledger.errors import LedgerError, ReconcileError
-from ledger.reconcile.admin import ANTHROPIC, OPENAI, ReportSource
+from ledger.reconcile.admin import ANTHROPIC, OPENAI, Limits, ReportSource
+from ledger.reconcile.bounds import Deadline
 from ledger.reconcile.drift import DriftReport, Tolerance, check_bill
 from ledger.reconcile.openrouter import (
     DEFAULT_BASE_URL,
     GenerationClient,
+    Plausibility,
     ReconcileReport,
     reconcile_openrouter,
 )
@@ -34,6 +37,9 @@ from ledger.store.engine import database_url, display_url, make_engine
 from ledger.store.migrate import check_ledger
 
 EXIT_OK: Final = 0
+#: openrouter: rows failed, were held back or left by the deadline (the rest is stored);
+#: openai/anthropic: drift beyond the tolerance.
+EXIT_INCOMPLETE: Final = 1
 EXIT_BAD: Final = 2
 
 
@@ -55,15 +61,33 @@ def reconcile() -> None:
     """Compare the ledger with what the providers billed."""
 
 
-async def _run(
-    url: str, key: str, since: dt.datetime | None, concurrency: int, timeout: float
-) -> ReconcileReport:
+@dataclass(frozen=True, slots=True)
+class _OpenRouterRun:
+    since: dt.datetime | None
+    concurrency: int
+    timeout: float
+    deadline_s: float
+    refetch: bool
+    max_ratio: float
+
+
+async def _run(url: str, key: str, run: _OpenRouterRun) -> ReconcileReport:
+    deadline = Deadline.after(run.deadline_s)  # from the first request, not the option parse
     engine = make_engine(database_url())
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    pool = httpx.Limits(max_connections=run.concurrency, max_keepalive_connections=run.concurrency)
+    ratio = Decimal(str(run.max_ratio)) if run.max_ratio else None
     try:
-        async with httpx.AsyncClient(timeout=timeout, limits=limits) as http:
-            client = GenerationClient(http, api_key=key, base_url=url)
-            return await reconcile_openrouter(engine, client, since=since, concurrency=concurrency)
+        async with httpx.AsyncClient(timeout=run.timeout, limits=pool) as http:
+            client = GenerationClient(http, api_key=key, base_url=url, timeout=run.timeout)
+            return await reconcile_openrouter(
+                engine,
+                client,
+                since=run.since,
+                concurrency=run.concurrency,
+                refetch=run.refetch,
+                plausibility=Plausibility(max_ratio=ratio),
+                deadline=deadline,
+            )
     finally:
         engine.dispose()
 
@@ -82,22 +106,61 @@ async def _run(
     show_default=True,
     help="Generations fetched at once.",
 )
-@click.option("--timeout", type=click.FloatRange(0.1, 600), default=30.0, show_default=True)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.1, 600),
+    default=30.0,
+    show_default=True,
+    help="Seconds one request may take, connect to last byte (then retried).",
+)
+@click.option(
+    "--deadline",
+    type=click.FloatRange(1, 7 * 86400),
+    default=3600.0,
+    show_default=True,
+    help="Seconds the whole run may take; rows not fetched by then are left for a rerun.",
+)
+@click.option(
+    "--refetch",
+    is_flag=True,
+    help="Also fetch rows already billed in the --since window and replace their bill.",
+)
+@click.option(
+    "--max-ratio",
+    type=click.FloatRange(0),
+    default=100.0,
+    show_default=True,
+    help="Hold back a bill more than this many times the estimate, or under 1/this of it "
+    "(when the larger is $0.01 or more); 0 stores every bill.",
+)
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
-def openrouter(since: str, concurrency: int, timeout: float, fmt: str) -> None:
+def openrouter(
+    since: str,
+    concurrency: int,
+    timeout: float,
+    deadline: float,
+    refetch: bool,
+    max_ratio: float,
+    fmt: str,
+) -> None:
     """Fetch what OpenRouter billed each generation (GET /generation?id=…) and store it
-    beside the estimate. Resumable: a rerun fetches only rows still unreconciled;
-    generations OpenRouter does not have yet stay pending. Exit 0, 2 on an error."""
+    beside the estimate. Resumable: a rerun fetches only rows still unreconciled
+    (--refetch: billed ones too, replacing their bill); generations OpenRouter does not
+    have yet stay pending. Exit 0 when every row was billed or is pending, 1 when any
+    failed, was held back as implausible or was left by the deadline, 2 on an error."""
+    if 0 < max_ratio < 1:  # 1/x below x would hold back every bill
+        _fail(f"--max-ratio {max_ratio:g}: give 1 or more (100: a hundredfold), or 0 for no check")
     start = parse_when(since, dt.datetime.now(dt.UTC))
     key = os.environ.get("OPENROUTER_API_KEY", "")
     if not key:
         _fail("OPENROUTER_API_KEY is not set")
     base = os.environ.get("OPENROUTER_BASE_URL") or DEFAULT_BASE_URL
     _checked_ledger()
+    run = _OpenRouterRun(start, concurrency, timeout, deadline, refetch, max_ratio)
     try:
-        report = asyncio.run(_run(base, key, start, concurrency, timeout))
+        report = asyncio.run(_run(base, key, run))
     except ReconcileError as exc:
         _fail(str(exc))
     except SQLAlchemyError as exc:
@@ -105,16 +168,51 @@ def openrouter(since: str, concurrency: int, timeout: float, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(report.as_dict(), indent=1))
     else:
-        out = Console()
-        out.print(
+        _print_openrouter(report, run)
+    sys.exit(EXIT_OK if report.complete else EXIT_INCOMPLETE)
+
+
+def _print_openrouter(report: ReconcileReport, run: _OpenRouterRun) -> None:
+    out = Console(highlight=False)
+    out.print(
+        Text(
             f"{report.billed} row(s) reconciled of {report.examined}; {report.pending} not "
             f"billed yet (retried next run); {report.failed} failed"
         )
+    )
+    if report.held_back:
         out.print(
+            Text(
+                f"{report.held_back} bill(s) held back as implausible (beyond {run.max_ratio:g}x "
+                "the estimate either way), not stored: check them, then rerun with a larger "
+                "--max-ratio to store them"
+            )
+        )
+        for held in report.implausible:
+            out.print(
+                Text(
+                    f"  {safe(held['generation_id'])}: estimated "
+                    f"{_usd(Decimal(held['estimated_usd']))}, billed "
+                    f"{_usd(Decimal(held['billed_usd']))}"
+                )
+            )
+    if report.unfinished:
+        out.print(
+            Text(
+                f"{report.unfinished} row(s) not fetched before the --deadline of "
+                f"{run.deadline_s:g} s: a rerun resumes"
+            )
+        )
+    for error in report.errors:
+        out.print(Text(f"  failed: {safe(error)}"))
+    if report.failed > len(report.errors):
+        out.print(Text(f"  … and {report.failed - len(report.errors)} more failure(s)"))
+    out.print(
+        Text(
             f"estimated {_usd(report.estimated_usd)} vs billed {_usd(report.billed_usd)}: "
             f"drift {_usd(report.drift_usd, signed=True)}"
         )
-    sys.exit(EXIT_OK)
+    )
 
 
 def _usd(amount: Decimal, *, signed: bool = False) -> str:
@@ -123,7 +221,7 @@ def _usd(amount: Decimal, *, signed: bool = False) -> str:
     return f"{sign}${format(abs(amount).normalize(), ',f')}"
 
 
-EXIT_DRIFT: Final = 1
+EXIT_DRIFT: Final = EXIT_INCOMPLETE
 _DRIFT_COLUMNS: Final = (
     "day",
     "model",
@@ -194,7 +292,13 @@ def _print_drift(report: DriftReport) -> None:
 
 
 def _report_command(
-    source: ReportSource, since: str, until: str, tolerance: Decimal, min_usd: Decimal, fmt: str
+    source: ReportSource,
+    since: str,
+    until: str,
+    tolerance: Decimal,
+    min_usd: Decimal,
+    fmt: str,
+    limits: tuple[float, float],
 ) -> NoReturn:
     now = dt.datetime.now(dt.UTC)
     begin = parse_when(since, now)
@@ -207,9 +311,11 @@ def _report_command(
     key = _admin_key(source)
     base = os.environ.get(source.base_env) or source.default_base
     url = _checked_ledger()
+    timeout, deadline_s = limits
+    deadline = Deadline.after(deadline_s)
     engine = make_engine(url)
     try:
-        with httpx.Client(timeout=60.0) as http:
+        with httpx.Client(timeout=timeout) as http:
             report = check_bill(
                 engine,
                 http,
@@ -219,6 +325,7 @@ def _report_command(
                 start=start,
                 end=end,
                 tolerance=Tolerance(tolerance, min_usd),
+                limits=Limits(timeout, deadline),
             )
     except ReconcileError as exc:
         _fail(str(exc))
@@ -268,6 +375,20 @@ def _report_options(func: Callable[..., None]) -> Callable[..., None]:
             show_default=True,
         ),
         click.option("--json", "as_json", is_flag=True, help="Same as --format json."),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(0.1, 600),
+            default=60.0,
+            show_default=True,
+            help="Seconds one request may take, connect to last byte (then retried).",
+        ),
+        click.option(
+            "--deadline",
+            type=click.FloatRange(1, 86400),
+            default=300.0,
+            show_default=True,
+            help="Seconds the whole run may take (every page and retry); exit 2 beyond it.",
+        ),
     )
     for option in reversed(options):
         func = option(func)
@@ -282,6 +403,7 @@ def _run_report(
     min_usd: float,
     fmt: str,
     as_json: bool,
+    limits: tuple[float, float],
 ) -> NoReturn:
     _report_command(
         source,
@@ -290,26 +412,42 @@ def _run_report(
         Decimal(str(tolerance)),
         Decimal(str(min_usd)),
         "json" if as_json else fmt,
+        limits,
     )
 
 
 @reconcile.command("openai")
 @_report_options
 def openai(
-    since: str, until: str, tolerance: float, min_usd: float, fmt: str, as_json: bool
+    since: str,
+    until: str,
+    tolerance: float,
+    min_usd: float,
+    fmt: str,
+    as_json: bool,
+    timeout: float,
+    deadline: float,
 ) -> None:
     """Compare the ledger's OpenAI totals per day and model with the organisation's cost
     and usage reports (GET /v1/organization/costs, /usage/completions; OPENAI_ADMIN_KEY).
-    Read only. Exit 0 within tolerance, 1 beyond it, 2 on an error."""
-    _run_report(OPENAI, since, until, tolerance, min_usd, fmt, as_json)
+    Read only. Exit 0 within tolerance, 1 beyond it, 2 on an error (--deadline passed too)."""
+    _run_report(OPENAI, since, until, tolerance, min_usd, fmt, as_json, (timeout, deadline))
 
 
 @reconcile.command("anthropic")
 @_report_options
 def anthropic(
-    since: str, until: str, tolerance: float, min_usd: float, fmt: str, as_json: bool
+    since: str,
+    until: str,
+    tolerance: float,
+    min_usd: float,
+    fmt: str,
+    as_json: bool,
+    timeout: float,
+    deadline: float,
 ) -> None:
     """Compare the ledger's Anthropic totals per day and model with the Admin API's cost
     and usage reports (/v1/organizations/cost_report, /usage_report/messages;
-    ANTHROPIC_ADMIN_KEY). Read only. Exit 0 within tolerance, 1 beyond it, 2 on an error."""
-    _run_report(ANTHROPIC, since, until, tolerance, min_usd, fmt, as_json)
+    ANTHROPIC_ADMIN_KEY). Read only. Exit 0 within tolerance, 1 beyond it, 2 on an error
+    (--deadline passed too)."""
+    _run_report(ANTHROPIC, since, until, tolerance, min_usd, fmt, as_json, (timeout, deadline))

@@ -7,6 +7,9 @@ so a line names its model and project/workspace) and which parser reads a page.
 until ``has_more`` is false, backing off on 429/5xx/timeouts (``Retry-After``
 honoured). A 401/403 stops at once (:class:`ReconcileAuthError`, naming the
 environment variable to fix); nothing is written to the ledger by this module.
+Each request ends at its timeout (a trickled body included), each page's body
+at :data:`MAX_PAGE_BYTES` (:class:`ResponseTooLarge`), and the whole run at its
+deadline (:class:`ReconcileDeadline`).
 The key travels in a header only: it is never in a URL, a message or a log.
 """
 
@@ -21,6 +24,7 @@ from typing import Final, Literal
 import httpx
 
 from ledger.errors import ReconcileAuthError, ReconcileError
+from ledger.reconcile.bounds import MIB, Deadline, RequestTimedOut, read_capped
 from ledger.reconcile.reports import (
     BadReport,
     BilledCost,
@@ -37,6 +41,12 @@ from ledger.reconcile.retry import DEFAULT_RETRY, Retry, retry_after
 Params = list[tuple[str, str]]
 #: A cursor loop (a server that keeps answering the same next_page) stops here.
 MAX_PAGES: Final = 10_000
+#: A page's body is refused above this: parsed, a page takes about five times its size
+#: (400k buckets, 91 MB, peaked at 740 MB), so this bounds a page near 100 MB. A real
+#: page of 31 (usage) or 180 (costs) daily buckets is far below it.
+MAX_PAGE_BYTES: Final = 16 * MIB
+DEFAULT_TIMEOUT_S: Final = 60.0
+NO_DEADLINE: Final = Deadline(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,30 +130,82 @@ ANTHROPIC: Final = ReportSource(
 SOURCES: Final = {source.provider: source for source in (OPENAI, ANTHROPIC)}
 
 
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How long one request may take, and the whole run."""
+
+    timeout: float = DEFAULT_TIMEOUT_S
+    deadline: Deadline = NO_DEADLINE
+
+
+DEFAULT_LIMITS: Final = Limits()
+
+
+def _attempt(
+    http: httpx.Client, url: str, params: Params, headers: dict[str, str], budget: float
+) -> tuple[httpx.Response, bytes]:
+    """One GET: the response and, for a 200, its body, read within ``budget`` seconds and
+    :data:`MAX_PAGE_BYTES` (:class:`RequestTimedOut`, :class:`ResponseTooLarge`)."""
+    budget = max(budget, 0.001)  # never 0: a socket timeout of 0 is a non-blocking read
+    ends_at = time.monotonic() + budget
+    with http.stream("GET", url, params=tuple(params), headers=headers, timeout=budget) as response:
+        if response.status_code != 200:
+            return response, b""
+        body = read_capped(
+            response.iter_bytes(),
+            response.headers.get("content-length"),
+            cap=MAX_PAGE_BYTES,
+            ends_at=ends_at,
+            what=url,
+        )
+        return response, body
+
+
 def _get(
-    http: httpx.Client, url: str, params: Params, headers: dict[str, str], retry: Retry, label: str
+    http: httpx.Client,
+    url: str,
+    params: Params,
+    headers: dict[str, str],
+    retry: Retry,
+    label: str,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> bytes:
     problem = ""
+    deadline = limits.deadline
     for attempt in range(retry.attempts):
+        if deadline.passed:
+            raise deadline.error(f"{label} {url}")
         try:
-            response = http.get(url, params=tuple(params), headers=headers)
+            response, body = _attempt(http, url, params, headers, deadline.budget(limits.timeout))
         except httpx.UnsupportedProtocol as exc:  # a bad base URL: retrying cannot help
             raise ReconcileError(f"{label} {url}: {exc}") from None
-        except httpx.TransportError as exc:  # timeouts included
+        except httpx.TransportError as exc:  # httpx's own timeouts included
             problem = type(exc).__name__
-            time.sleep(retry.delay(attempt, None))
+            _sleep(retry.delay(attempt, None), deadline)
+            continue
+        except RequestTimedOut:
+            problem = f"no whole answer within --timeout {limits.timeout:g} s"
+            _sleep(retry.delay(attempt, None), deadline)
             continue
         status = response.status_code
         if status == 200:
-            return response.content
+            return body
         if status in (401, 403):
             raise ReconcileAuthError(f"{label} refused the admin key (HTTP {status})")
         if status == 429 or status >= 500:
             problem = f"HTTP {status}"
-            time.sleep(retry.delay(attempt, retry_after(response)))
+            _sleep(retry.delay(attempt, retry_after(response)), deadline)
             continue
         raise ReconcileError(f"{label} {url}: unexpected HTTP {status}")
+    if deadline.passed:
+        raise deadline.error(f"{label} {url}")
     raise ReconcileError(f"{label} {url}: still failing after {retry.attempts} tries ({problem})")
+
+
+def _sleep(seconds: float, deadline: Deadline) -> None:
+    """A backoff, cut short by the deadline (the next attempt then stops the run)."""
+    left = deadline.remaining()
+    time.sleep(seconds if left is None else min(seconds, left))
 
 
 def fetch_report(
@@ -155,6 +217,7 @@ def fetch_report(
     *,
     label: str,
     retry: Retry = DEFAULT_RETRY,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> list[Line]:
     """Every line of a paginated report (all pages, in order)."""
     lines: list[Line] = []
@@ -162,7 +225,7 @@ def fetch_report(
     seen: set[str] = set()
     for _ in range(MAX_PAGES):
         query = [*params, ("page", cursor)] if cursor is not None else list(params)
-        body = _get(http, url, query, headers, retry, label)
+        body = _get(http, url, query, headers, retry, label, limits)
         try:
             page = parse(body)
         except BadReport as exc:
@@ -194,8 +257,9 @@ def fetch_bill(
     start: dt.datetime,
     end: dt.datetime,
     retry: Retry = DEFAULT_RETRY,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Bill:
-    """Both reports of ``source`` over ``[start, end)``."""
+    """Both reports of ``source`` over ``[start, end)``, within ``limits``."""
     base = base_url.rstrip("/")
     headers = source.headers(key)
     try:
@@ -207,6 +271,7 @@ def fetch_bill(
             source.parse_costs,
             label=source.label,
             retry=retry,
+            limits=limits,
         )
         tokens = fetch_report(
             http,
@@ -216,6 +281,7 @@ def fetch_bill(
             source.parse_usage,
             label=source.label,
             retry=retry,
+            limits=limits,
         )
     except ReconcileAuthError as exc:
         raise ReconcileAuthError(f"{exc}: {source.key_help}") from None

@@ -26,7 +26,7 @@ import httpx
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from ledger.reconcile.admin import Bill, ReportSource, fetch_bill
+from ledger.reconcile.admin import DEFAULT_LIMITS, Bill, Limits, ReportSource, fetch_bill
 from ledger.reconcile.reports import BilledCost, BilledTokens, model_key
 from ledger.reconcile.retry import DEFAULT_RETRY, Retry
 from ledger.schema import token_usage
@@ -287,9 +287,19 @@ def check_bill(
     end: dt.datetime,
     tolerance: Tolerance,
     retry: Retry = DEFAULT_RETRY,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> DriftReport:
     """Fetch ``source``'s reports for ``[start, end)`` and compare them with the ledger
     (read only: nothing is written)."""
-    bill = fetch_bill(http, source, key=key, base_url=base_url, start=start, end=end, retry=retry)
+    bill = fetch_bill(
+        http,
+        source,
+        key=key,
+        base_url=base_url,
+        start=start,
+        end=end,
+        retry=retry,
+        limits=limits,
+    )
     tallies = ledger_tallies(engine, source.provider, start, end)
     return compare(source.provider, tallies, bill, start=start, end=end, tolerance=tolerance)

@@ -42,8 +42,17 @@ class Generation:
     raw: dict[str, Any]
 
 
+def shown(value: Any) -> str:
+    """A JSON value as an error message may quote it: short, and never walked when nested
+    (repr of a deeply nested list recurses as deep as the parser did)."""
+    if isinstance(value, dict | list):
+        return "an object" if isinstance(value, dict) else "a list"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _decimal(value: Any) -> Decimal | None:
-    if isinstance(value, bool) or value is None:
+    if not isinstance(value, int | str | Decimal) or isinstance(value, bool):
         return None
     try:
         number = Decimal(str(value))
@@ -58,12 +67,14 @@ def parse_generation(body: bytes) -> Generation:
         document = json.loads(body, parse_float=Decimal)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadGeneration(f"not JSON: {exc}") from None
+    except RecursionError:  # the parser recurses per level: a hostile body is deep
+        raise BadGeneration("JSON nested too deeply to be a generation") from None
     data = document.get("data") if isinstance(document, dict) else None
     if not isinstance(data, dict):
         raise BadGeneration("no 'data' object")
     total = _decimal(data.get("total_cost"))
     if total is None or total < 0:
-        raise BadGeneration(f"total_cost {data.get('total_cost')!r} is not a cost")
+        raise BadGeneration(f"total_cost {shown(data.get('total_cost'))} is not a cost")
     billing: dict[str, Any] = {}
     for name in BILLING_FIELDS:
         value = data.get(name)
@@ -75,8 +86,9 @@ def parse_generation(body: bytes) -> Generation:
         elif isinstance(value, int) and not isinstance(value, bool):
             billing[name] = value
     provider = data.get("provider_name")
+    generation_id = data.get("id")
     return Generation(
-        id=str(data.get("id") or ""),
+        id=generation_id if isinstance(generation_id, str) else "",
         total_cost=total,
         provider_name=provider[:128] if isinstance(provider, str) and provider else None,
         billing=billing,

@@ -9,6 +9,15 @@ row's ``upstream`` when the row had none (a stream that failed before naming it)
 * Resumable and idempotent: the state is the row itself (``billed_at`` null =
   not yet). A rerun fetches only what is still missing; the UPDATE requires
   ``billed_at IS NULL``, so a row reconciled twice keeps one billed figure.
+  ``refetch`` is the one way to replace a stored bill: rows already billed are
+  fetched again and their figures overwritten.
+* A bill is stored only when it is this row's and plausible: a response naming
+  another generation (:class:`WrongGeneration`) counts as failed; a bill orders
+  of magnitude off the row's estimate (:class:`Plausibility`) is held back,
+  named in the report, and the row left for a later run.
+* Bounded: each request (a trickled body included) ends at its timeout, each
+  body at :data:`MAX_GENERATION_BYTES`, and the run at its deadline; rows the
+  deadline left are counted as unfinished, never failed.
 * OpenRouter lags: a 404 means "not found yet"; the row is left for a later run,
   never marked failed.
 * 429 and 5xx/timeouts are retried with exponential backoff (``Retry-After``
@@ -22,19 +31,51 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import httpx
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.sql.dml import Update
 
-from ledger.errors import ReconcileAuthError, ReconcileError
-from ledger.reconcile.generation import BadGeneration, Generation, parse_generation
+from ledger.errors import ReconcileAuthError, ReconcileError, WrongGeneration
+from ledger.reconcile.bounds import MIB, Deadline, aread_capped
+from ledger.reconcile.generation import BadGeneration, Generation, parse_generation, shown
 from ledger.reconcile.retry import DEFAULT_RETRY, Retry, retry_after
 from ledger.schema import token_usage
 
 DEFAULT_BASE_URL: Final = "https://openrouter.ai/api/v1"
+#: A generation's stats are about 1.5 KB of JSON: a body above this is not one.
+MAX_GENERATION_BYTES: Final = MIB
+DEFAULT_TIMEOUT_S: Final = 30.0
+NO_DEADLINE: Final = Deadline(None)
 _t = token_usage.c
+
+
+@dataclass(frozen=True, slots=True)
+class Plausibility:
+    """When a bill is too far from its row's estimate to be stored unseen.
+
+    A bill above ``max_ratio`` times the estimate, or below 1/``max_ratio`` of it, is
+    implausible when the estimate is known and above zero and the larger of the two is
+    at least ``floor_usd``: a fraction of a cent off on one call is rounding or a free
+    variant, whatever the ratio. Prices move by percents and discounts by halves, not
+    by a hundredfold; a 100x gap is another call's bill or a wrong price. ``max_ratio``
+    None stores every bill.
+    """
+
+    max_ratio: Decimal | None = Decimal(100)
+    floor_usd: Decimal = Decimal("0.01")
+
+    def implausible(self, estimate: Decimal | None, billed: Decimal) -> bool:
+        if self.max_ratio is None or estimate is None or estimate <= 0:
+            return False
+        if max(estimate, billed) < self.floor_usd:
+            return False
+        return billed > estimate * self.max_ratio or billed * self.max_ratio < estimate
+
+
+DEFAULT_PLAUSIBILITY: Final = Plausibility()
 
 
 class GenerationClient:
@@ -47,30 +88,52 @@ class GenerationClient:
         api_key: str,
         base_url: str = DEFAULT_BASE_URL,
         retry: Retry = DEFAULT_RETRY,
+        timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         self._http = http
         self._url = base_url.rstrip("/") + "/generation"
         self._headers = {"authorization": f"Bearer {api_key}"}
         self.retry = retry
+        self.timeout = timeout  # one request, connect to last byte
+
+    async def _get(self, generation_id: str) -> tuple[httpx.Response, bytes]:
+        """The response and, for a 200, its body (read within :data:`MAX_GENERATION_BYTES`)."""
+        async with self._http.stream(
+            "GET", self._url, params={"id": generation_id}, headers=self._headers
+        ) as response:
+            if response.status_code != 200:
+                return response, b""
+            body = await aread_capped(
+                response.aiter_bytes(),
+                response.headers.get("content-length"),
+                cap=MAX_GENERATION_BYTES,
+                what=f"generation {generation_id}",
+            )
+            return response, body
 
     async def fetch(self, generation_id: str) -> Generation | None:
-        """The generation, or None when OpenRouter does not have it yet (404)."""
+        """The generation, or None when OpenRouter does not have it yet (404).
+
+        :class:`WrongGeneration` when the answer is another generation's stats.
+        """
         problem = ""
         for attempt in range(self.retry.attempts):
             try:
-                response = await self._http.get(
-                    self._url, params={"id": generation_id}, headers=self._headers
-                )
-            except httpx.TransportError as exc:  # timeouts included
+                # httpx bounds each read, not the request: a byte every few seconds
+                # would hold it forever without this.
+                async with asyncio.timeout(self.timeout):
+                    response, body = await self._get(generation_id)
+            except httpx.TransportError as exc:  # httpx's own timeouts included
                 problem = f"{type(exc).__name__}"
+                await asyncio.sleep(self.retry.delay(attempt, None))
+                continue
+            except TimeoutError:
+                problem = f"no whole answer within --timeout {self.timeout:g} s"
                 await asyncio.sleep(self.retry.delay(attempt, None))
                 continue
             status = response.status_code
             if status == 200:
-                try:
-                    return parse_generation(response.content)
-                except BadGeneration as exc:
-                    raise ReconcileError(f"generation {generation_id}: {exc}") from None
+                return _this_generation(generation_id, body)
             if status == 404:
                 return None
             if status in (401, 403):
@@ -88,19 +151,61 @@ class GenerationClient:
         )
 
 
+def _this_generation(generation_id: str, body: bytes) -> Generation:
+    """The generation in ``body``, if it is the one asked for."""
+    try:
+        generation = parse_generation(body)
+    except BadGeneration as exc:
+        raise ReconcileError(f"generation {generation_id}: {exc}") from None
+    if generation.id != generation_id:
+        named = shown(generation.id) if generation.id else "no generation id"
+        raise WrongGeneration(
+            f"generation {generation_id}: the answer is for {named}; its bill not stored"
+        )
+    return generation
+
+
+#: How many failures and held-back bills a report names (the counts are whole).
+NAMED: Final = 20
+
+
 @dataclass(slots=True)
 class ReconcileReport:
     examined: int = 0
     billed: int = 0
     pending: int = 0
     failed: int = 0
+    held_back: int = 0  # implausible bills, not stored
+    unfinished: int = 0  # rows read but not fetched before the deadline
     estimated_usd: Decimal = Decimal(0)
     billed_usd: Decimal = Decimal(0)
     errors: list[str] = field(default_factory=list)
+    implausible: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def drift_usd(self) -> Decimal:
         return self.billed_usd - self.estimated_usd
+
+    @property
+    def complete(self) -> bool:
+        """Every row examined was billed or is pending at OpenRouter: nothing to look at."""
+        return not (self.failed or self.held_back or self.unfinished)
+
+    def fail(self, message: str) -> None:
+        self.failed += 1
+        if len(self.errors) < NAMED:
+            self.errors.append(message)
+
+    def hold_back(self, generation_id: str, estimate: Decimal, billed: Decimal) -> None:
+        self.held_back += 1
+        if len(self.implausible) < NAMED:
+            self.implausible.append(
+                {
+                    "generation_id": generation_id,
+                    "estimated_usd": str(estimate),
+                    "billed_usd": str(billed),
+                }
+            )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -108,20 +213,27 @@ class ReconcileReport:
             "billed": self.billed,
             "pending": self.pending,
             "failed": self.failed,
+            "held_back": self.held_back,
+            "unfinished": self.unfinished,
+            "complete": self.complete,
             "estimated_usd": str(self.estimated_usd),
             "billed_usd": str(self.billed_usd),
             "drift_usd": str(self.drift_usd),
-            "errors": self.errors[:20],
+            "errors": self.errors[:NAMED],
+            "implausible": self.implausible[:NAMED],
         }
 
 
-def _page(engine: Engine, after: int, since: dt.datetime | None, size: int) -> Sequence[Any]:
-    query = select(_t.id, _t.generation_id, _t.cost_usd).where(
+def _page(
+    engine: Engine, after: int, since: dt.datetime | None, size: int, refetch: bool
+) -> Sequence[Any]:
+    query = select(_t.id, _t.generation_id, _t.cost_usd, _t.upstream, _t.billing).where(
         _t.provider == "openrouter",
         _t.generation_id.is_not(None),
-        _t.billed_at.is_(None),
         _t.id > after,
     )
+    if not refetch:
+        query = query.where(_t.billed_at.is_(None))
     if since is not None:
         query = query.where(_t.started_at >= since)
     with engine.connect() as conn:
@@ -138,6 +250,26 @@ _STORE = (
         upstream=func.coalesce(_t.upstream, bindparam("provider_name")),
     )
 )
+#: --refetch: the stored bill is replaced, and so is an upstream that came from it.
+_RESTORE = (
+    update(token_usage)
+    .where(_t.id == bindparam("row_id"))
+    .values(
+        billed_cost_usd=bindparam("billed"),
+        billed_at=bindparam("at"),
+        billing=bindparam("billing_json", type_=token_usage.c.billing.type),
+        upstream=bindparam("upstream"),
+    )
+)
+
+
+def _refetched_upstream(row: Any, provider_name: str | None) -> str | None:
+    """A refetched row's upstream: the new bill's provider when the row's upstream was
+    the old bill's (filled by an earlier reconcile, maybe from a wrong bill) or none."""
+    old = row.billing.get("provider_name") if isinstance(row.billing, dict) else None
+    if provider_name and (row.upstream is None or row.upstream == old):
+        return provider_name
+    return cast(str | None, row.upstream)
 
 
 @dataclass(slots=True)
@@ -155,14 +287,19 @@ class _Pipeline:
     since: dt.datetime | None
     page_size: int
     batch_size: int
+    refetch: bool
+    plausibility: Plausibility
+    deadline: Deadline
     report: ReconcileReport = field(default_factory=ReconcileReport)
     batch: list[dict[str, Any]] = field(default_factory=list)
     stored: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def produce(self, queue: asyncio.Queue[Any], workers: int) -> None:
         after = 0
-        while rows := await asyncio.to_thread(
-            _page, self.engine, after, self.since, self.page_size
+        while not self.deadline.passed and (
+            rows := await asyncio.to_thread(
+                _page, self.engine, after, self.since, self.page_size, self.refetch
+            )
         ):
             after = rows[-1].id
             self.report.examined += len(rows)
@@ -173,26 +310,38 @@ class _Pipeline:
 
     async def fetch(self, queue: asyncio.Queue[Any]) -> None:
         while (row := await queue.get()) is not None:
+            if self.deadline.passed:
+                self.report.unfinished += 1  # the rest of the queue drains at once
+                continue
             try:
-                result = await self.client.fetch(row.generation_id)
+                # The request's own timeout and retries cannot outlive the run's deadline.
+                async with asyncio.timeout(self.deadline.remaining()):
+                    result = await self.client.fetch(row.generation_id)
+            except TimeoutError:
+                self.report.unfinished += 1
+                continue
             except ReconcileAuthError:
                 raise
             except ReconcileError as exc:
-                self.report.failed += 1
-                self.report.errors.append(str(exc))
+                self.report.fail(str(exc))
                 continue
             if result is None:
                 self.report.pending += 1
                 continue
-            self.batch.append(
-                {
-                    "row_id": row.id,
-                    "billed": result.total_cost,
-                    "at": dt.datetime.now(dt.UTC),
-                    "billing_json": result.billing,
-                    "provider_name": result.provider_name,
-                }
-            )
+            if self.plausibility.implausible(row.cost_usd, result.total_cost):
+                self.report.hold_back(row.generation_id, row.cost_usd, result.total_cost)
+                continue
+            values = {
+                "row_id": row.id,
+                "billed": result.total_cost,
+                "at": dt.datetime.now(dt.UTC),
+                "billing_json": result.billing,
+            }
+            if self.refetch:
+                values["upstream"] = _refetched_upstream(row, result.provider_name)
+            else:
+                values["provider_name"] = result.provider_name
+            self.batch.append(values)
             self.report.estimated_usd += row.cost_usd or 0
             self.report.billed_usd += result.total_cost
             if len(self.batch) >= self.batch_size:
@@ -201,8 +350,9 @@ class _Pipeline:
     async def flush(self) -> None:
         batch, self.batch = self.batch, []
         if batch:
+            statement = _RESTORE if self.refetch else _STORE
             async with self.stored:  # one writer at a time
-                self.report.billed += await asyncio.to_thread(_store, self.engine, batch)
+                self.report.billed += await asyncio.to_thread(_store, self.engine, statement, batch)
 
 
 async def reconcile_openrouter(
@@ -213,14 +363,20 @@ async def reconcile_openrouter(
     concurrency: int = 16,
     page_size: int = 1000,
     batch_size: int = 500,
+    refetch: bool = False,
+    plausibility: Plausibility = DEFAULT_PLAUSIBILITY,
+    deadline: Deadline = NO_DEADLINE,
 ) -> ReconcileReport:
-    """Fetch and store the billed cost of every unreconciled OpenRouter row since ``since``.
+    """Fetch and store the billed cost of every unreconciled OpenRouter row since ``since``
+    (``refetch``: of every OpenRouter row since then, replacing bills already stored).
 
     ``concurrency`` generations are in flight at once; rows are read ``page_size`` at a
     time and stored ``batch_size`` at a time. A refused key (:class:`ReconcileAuthError`)
-    stops the run; what was stored before it stays stored (a rerun resumes).
+    stops the run; what was stored before it stays stored (a rerun resumes). When
+    ``deadline`` passes, fetches in flight are abandoned and the rows not fetched are
+    counted as unfinished; what was fetched is still stored.
     """
-    run = _Pipeline(engine, client, since, page_size, batch_size)
+    run = _Pipeline(engine, client, since, page_size, batch_size, refetch, plausibility, deadline)
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=2 * page_size)
     try:
         async with asyncio.TaskGroup() as group:
@@ -236,9 +392,9 @@ async def reconcile_openrouter(
     return run.report
 
 
-def _store(engine: Engine, updates: list[dict[str, Any]]) -> int:
+def _store(engine: Engine, statement: Update, updates: list[dict[str, Any]]) -> int:
     with engine.begin() as conn:
-        result = conn.execute(_STORE, updates)
+        result = conn.execute(statement, updates)
     if engine.dialect.supports_sane_multi_rowcount:
         return max(result.rowcount, 0)
     return len(updates)

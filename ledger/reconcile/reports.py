@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final, Generic, TypeVar
 
+from ledger.reconcile.generation import shown
+
 _MAX_USD: Final = Decimal(10) ** 12
 _CENTS: Final = Decimal(100)
 #: A dated snapshot suffix (``-2024-08-06``, ``-20250514``): the report and the
@@ -92,6 +94,8 @@ def _document(body: bytes) -> dict[str, Any]:
         document = json.loads(body, parse_float=Decimal)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadReport(f"not JSON: {exc}") from None
+    except RecursionError:  # the parser recurses per level: a hostile page is deep
+        raise BadReport("JSON nested too deeply to be a report") from None
     if not isinstance(document, dict) or not isinstance(document.get("data"), list):
         raise BadReport("no 'data' list of buckets")
     return document
@@ -113,21 +117,22 @@ def _count(value: Any) -> int:
 
 
 def _money(value: Any, what: str) -> Decimal:
-    if isinstance(value, bool) or value is None:
-        raise BadReport(f"{what} {value!r} is not an amount")
+    # Numbers and text only: str() of a nested list walks it as deep as the parser did.
+    if not isinstance(value, int | str | Decimal) or isinstance(value, bool):
+        raise BadReport(f"{what} {shown(value)} is not an amount")
     try:
         number = Decimal(str(value))
     except InvalidOperation:
-        raise BadReport(f"{what} {value!r} is not an amount") from None
+        raise BadReport(f"{what} {shown(value)} is not an amount") from None
     if not number.is_finite() or abs(number) >= _MAX_USD:
-        raise BadReport(f"{what} {value!r} is not an amount")
+        raise BadReport(f"{what} {shown(value)} is not an amount")
     return number
 
 
 def _unix_day(bucket: dict[str, Any]) -> dt.date:
     start = bucket.get("start_time")
     if not isinstance(start, int) or isinstance(start, bool):
-        raise BadReport(f"bucket start_time {start!r} is not Unix seconds")
+        raise BadReport(f"bucket start_time {shown(start)} is not Unix seconds")
     return dt.datetime.fromtimestamp(start, dt.UTC).date()
 
 
@@ -136,7 +141,7 @@ def _rfc3339_day(bucket: dict[str, Any]) -> dt.date:
     try:
         when = dt.datetime.fromisoformat(str(start).replace("Z", "+00:00"))
     except ValueError:
-        raise BadReport(f"bucket starting_at {start!r} is not an RFC 3339 time") from None
+        raise BadReport(f"bucket starting_at {shown(start)} is not an RFC 3339 time") from None
     return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).astimezone(dt.UTC).date()
 
 
@@ -167,10 +172,10 @@ def _page(
 def _openai_cost(day: dt.date, item: dict[str, Any]) -> BilledCost:
     amount = item.get("amount")
     if not isinstance(amount, dict):
-        raise BadReport(f"amount {amount!r} is not an object")
+        raise BadReport(f"amount {shown(amount)} is not an object")
     currency = str(amount.get("currency") or "usd").lower()
     if currency != "usd":
-        raise BadReport(f"currency {currency!r}: only USD bills can be compared")
+        raise BadReport(f"currency {shown(currency)}: only USD bills can be compared")
     line_item = _text(item.get("line_item"))
     model = line_item.split(",", 1)[0].strip() if line_item else None
     return BilledCost(
@@ -195,7 +200,7 @@ def _openai_tokens(day: dt.date, item: dict[str, Any]) -> BilledTokens:
 def _anthropic_cost(day: dt.date, item: dict[str, Any]) -> BilledCost:
     currency = str(item.get("currency") or "USD").upper()
     if currency != "USD":
-        raise BadReport(f"currency {currency!r}: only USD bills can be compared")
+        raise BadReport(f"currency {shown(currency)}: only USD bills can be compared")
     cents = _money(item.get("amount"), "amount")
     return BilledCost(
         day,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -19,6 +20,7 @@ from ledger.schema import token_usage
 from ledger.simulator import Simulator, VirtualClock, serve_in_thread
 from ledger.store.engine import make_engine
 from tests.analytics.builders import insert_rows, row
+from tests.llm_loopback import LoopbackLLM, Reply
 
 #: Served on this day; the window starts 38 days before, so the 31-bucket usage pages
 #: need a second page to reach it.
@@ -194,3 +196,28 @@ def test_a_refused_key_exits_2(
     monkeypatch.setenv("OPENAI_ADMIN_BASE_URL", base + "/nowhere")  # the simulator's 404
     result = run("openai")
     assert result.exit_code == 2 and "unexpected HTTP 404" in result.stderr
+
+
+@pytest.fixture
+def loopback(sqlite_env: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackLLM]:
+    monkeypatch.setenv("OPENAI_ADMIN_KEY", "sk-admin-test")
+    with LoopbackLLM() as server:
+        monkeypatch.setenv("OPENAI_ADMIN_BASE_URL", server.url + "/v1")
+        yield server
+
+
+def test_the_deadline_stops_a_trickling_report_with_exit_2(loopback: LoopbackLLM) -> None:
+    loopback.default = Reply(b'{"data": [], "has_more": false}', chunk_size=1, delay_s=0.2)
+    started = time.monotonic()
+    result = run("openai", "--timeout", "60", "--deadline", "2")
+    assert time.monotonic() - started < 6
+    assert result.exit_code == 2, result.output
+    assert "the run's --deadline (2 s) passed before the bill was read" in result.stderr
+
+
+def test_deeply_nested_json_in_a_report_is_a_clear_error(loopback: LoopbackLLM) -> None:
+    loopback.default = Reply(b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    result = run("openai")
+    assert result.exit_code == 2, result.output
+    assert "nested too deeply to be a report" in result.stderr
+    assert result.exception is None or isinstance(result.exception, SystemExit)

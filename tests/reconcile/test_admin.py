@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from urllib.parse import parse_qs, urlsplit
@@ -12,8 +13,16 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from ledger.errors import ReconcileAuthError, ReconcileError
-from ledger.reconcile.admin import ANTHROPIC, OPENAI, fetch_bill
+from ledger.errors import ReconcileAuthError, ReconcileDeadline, ReconcileError, ResponseTooLarge
+from ledger.reconcile.admin import (
+    ANTHROPIC,
+    DEFAULT_LIMITS,
+    MAX_PAGE_BYTES,
+    OPENAI,
+    Limits,
+    fetch_bill,
+)
+from ledger.reconcile.bounds import Deadline
 from ledger.reconcile.retry import Retry
 from tests.llm_loopback import PAYLOADS, LoopbackLLM, Reply
 
@@ -141,3 +150,57 @@ def test_a_body_that_is_not_a_report_is_an_error(loopback: LoopbackLLM) -> None:
     loopback.default = Reply(b"<html>maintenance</html>")
     with httpx.Client() as http, pytest.raises(ReconcileError, match="not JSON"):
         fetch_bill(http, OPENAI, key="k", base_url=loopback.url, start=START, end=END, retry=FAST)
+
+
+def _fetch(loopback: LoopbackLLM, limits: Limits = DEFAULT_LIMITS) -> None:
+    with httpx.Client() as http:
+        fetch_bill(
+            http,
+            OPENAI,
+            key="k",
+            base_url=loopback.url,
+            start=START,
+            end=END,
+            retry=FAST,
+            limits=limits,
+        )
+
+
+def _trickled(name: str) -> Reply:
+    reply = _last_page(name)
+    reply.chunk_size, reply.delay_s = 1, 0.1  # a byte per 0.1 s: no read ever times out
+    return reply
+
+
+def test_a_trickled_page_ends_at_the_request_timeout(loopback: LoopbackLLM) -> None:
+    loopback.default = _trickled("openai_organization_costs_doc.json")
+    started = time.monotonic()
+    with pytest.raises(ReconcileError, match=r"3 tries \(no whole answer within --timeout 0.5 s"):
+        _fetch(loopback, Limits(timeout=0.5))
+    assert time.monotonic() - started < 5 and len(loopback.requests) == 3
+
+
+def test_the_deadline_bounds_every_page_and_retry(loopback: LoopbackLLM) -> None:
+    loopback.default = _trickled("openai_organization_costs_doc.json")
+    started = time.monotonic()
+    with pytest.raises(ReconcileDeadline, match=r"the run's --deadline \(1 s\) passed"):
+        _fetch(loopback, Limits(timeout=60, deadline=Deadline.after(1)))
+    assert time.monotonic() - started < 3
+
+
+def test_deeply_nested_json_is_an_error_not_a_recursion_error(loopback: LoopbackLLM) -> None:
+    loopback.default = Reply(b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    with pytest.raises(ReconcileError, match="nested too deeply to be a report"):
+        _fetch(loopback)
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_page_above_its_cap_is_refused_before_it_is_parsed(
+    loopback: LoopbackLLM, chunked: bool
+) -> None:
+    bucket = {"start_time": 1754006400, "results": []}
+    count = MAX_PAGE_BYTES // len(json.dumps(bucket)) + 1
+    body = json.dumps({"data": [bucket] * count, "has_more": False}).encode()
+    loopback.default = Reply(body, chunk_size=1 << 16 if chunked else None)
+    with pytest.raises(ResponseTooLarge, match="larger than 16,384 KiB; not read"):
+        _fetch(loopback)
