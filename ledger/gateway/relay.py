@@ -16,7 +16,10 @@ is the relay:
   client's pace is the upstream's pace (``send`` waits while the client's socket
   buffer is full), nothing piles up here;
 * the OpenAI usage chunk the gateway asked for on the client's behalf is removed
-  when the client did not ask for it (``stream_options`` honoured).
+  when the client did not ask for it (``stream_options`` honoured);
+* an upstream that breaks off a committed stream (its connection closed or reset,
+  silent past the read timeout) is never passed on as a clean end: the client's SDK
+  raises as it would against the provider (:func:`_broken_stream`).
 
 Cancellation (the client went away) propagates from the ASGI app into here: the
 upstream response is closed at once, which cancels the upstream request, and the
@@ -63,6 +66,13 @@ MAX_HELD_BYTES: Final = 64 * 1024
 #: The tag written on the row of an attempt whose client went away.
 DISCONNECTED: Final = ("disconnected", "client")
 _USAGE_ONLY: Final = re.compile(rb'"choices"\s*:\s*\[\s*\]')
+#: The Anthropic-wire event that ends a stream the upstream broke off (Anthropic's own shape
+#: for a mid-stream failure; its SDKs raise on it).
+BROKEN_EVENT: Final = (
+    b"event: error\n"
+    b'data: {"type":"error","error":{"type":"api_error",'
+    b'"message":"the upstream connection broke off mid-stream"}}\n\n'
+)
 
 
 @dataclass(slots=True)
@@ -113,6 +123,41 @@ class _UsageStripper:
     def close(self) -> bytes:
         tail, self._tail = self._tail, b""
         return b"" if _USAGE_ONLY.search(tail) else tail
+
+
+class _WholeEvents:
+    """Passes an SSE stream on unchanged, cut at event ends: the bytes after the last blank
+    line wait for the rest of their event (a client acts on none of them before it).
+
+    So a stream the upstream breaks off can still be ended by an ``error`` event the
+    client reads as one (appended to half an event, it would be merged into it). An
+    event larger than :data:`MAX_HELD_BYTES` is passed on in pieces all the same."""
+
+    def __init__(self) -> None:
+        self._tail = b""
+
+    def feed(self, data: bytes) -> bytes:
+        data = self._tail + data
+        cut = max(
+            _event_end(data, b"\n\n"), _event_end(data, b"\r\n\r\n"), _event_end(data, b"\r\r")
+        )
+        if cut == 0 and len(data) <= MAX_HELD_BYTES:
+            self._tail = data
+            return b""
+        if cut == 0:
+            cut = len(data)
+        self._tail = data[cut:]
+        return data[:cut]
+
+    def close(self) -> bytes:
+        tail, self._tail = self._tail, b""
+        return tail
+
+
+def _event_end(data: bytes, blank: bytes) -> int:
+    """Where the last event ending in ``blank`` ends in ``data`` (0: none does)."""
+    at = data.rfind(blank)
+    return at + len(blank) if at >= 0 else 0
 
 
 class _Passthrough:
@@ -245,13 +290,15 @@ class Caller:
         last: bool,
         outcome: Outcome,
     ) -> ProviderError | None:
-        transform: _Passthrough | _UsageStripper | MessagesToChat | ChatToMessages
+        transform: _Passthrough | _WholeEvents | _UsageStripper | MessagesToChat | ChatToMessages
         if target.wire != inbound.wire and inbound.wire == "chat":
             transform = MessagesToChat(include_usage=inbound.include_usage)
         elif target.wire != inbound.wire:
             transform = ChatToMessages()
         elif inbound.wire == "chat" and not inbound.include_usage:
             transform = _UsageStripper()
+        elif inbound.wire == "messages":
+            transform = _WholeEvents()  # a break can still end it with an error event
         else:
             transform = _Passthrough()
         held: list[bytes] = []
@@ -280,7 +327,7 @@ class Caller:
             exchange.finish(broken=exc)
             if not committed:
                 return exchange.error
-            await _end_stream(send, transform.close())
+            await _broken_stream(send, inbound.wire)
             return None
         exchange.finish()
         if not committed:
@@ -314,6 +361,23 @@ async def _start_stream(send: Send, status: int, outcome: Outcome) -> None:
 
 async def _end_stream(send: Send, tail: bytes) -> None:
     await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+async def _broken_stream(send: Send, wire: Wire) -> None:
+    """The upstream broke off a committed stream: tell the client as its wire does, so its
+    SDK raises as it would against the provider itself (a clean end would read as a whole
+    answer: partial text, no exception).
+
+    The translator's tail is not sent: it would close the answer as if complete (a
+    ``finish_reason``, ``[DONE]``, ``message_stop``). On the Anthropic wire an ``error``
+    event, as Anthropic sends one mid-stream, then the stream's end. On the OpenAI wire,
+    which has no error event after the first chunk's status, the response is left
+    unfinished: the ASGI server closes the connection without the last chunk of the
+    chunked body, so the client's HTTP library sees it broken (the SDKs raise
+    ``APIConnectionError``), exactly what a dropped upstream connection looks like."""
+    if wire == "messages":
+        await _end_stream(send, BROKEN_EVENT)
+    # OpenAI wire: return without the closing ``more_body: False``.
 
 
 def _disconnected(exchange: Exchange) -> None:
