@@ -40,13 +40,13 @@ from typing import Any, Final
 
 import httpx
 
-from ledger.attempt import Filing
+from ledger.attempt import Filing, check_model
 from ledger.cascade import Plan, RetryPolicy, Route
 from ledger.errors import AllProvidersFailed, ProviderError
 from ledger.events import UsageEvent
 from ledger.gateway.answers import JSON, NO_STORE, SSE, all_failed_response, error_response
 from ledger.gateway.config import Target, Wire
-from ledger.gateway.inbound import Inbound
+from ledger.gateway.inbound import BadRequest, Inbound
 from ledger.gateway.translate import (
     chat_to_message,
     chat_to_messages,
@@ -90,7 +90,15 @@ class Outcome:
 def bodies_for(inbound: Inbound, chain: tuple[Target, ...]) -> list[Mapping[str, Any]]:
     """The request body for each route, translated where its wire differs; checked for
     every route before anything is sent, so an untranslatable feature is a 400 up front
-    rather than a surprise when the primary first fails."""
+    rather than a surprise when the primary first fails.
+
+    The model the rows will name as requested is checked too (``BadRequest``): a name
+    the ledger cannot record is refused before any provider is paid for it, as
+    :meth:`ledger.attempt.Call.check` refuses it on the client."""
+    try:
+        check_model(chain[0].model)
+    except ValueError as exc:
+        raise BadRequest(f"'model' cannot be recorded: {exc}") from None
     out: list[Mapping[str, Any]] = []
     for target in chain:
         if target.wire == inbound.wire:
@@ -192,7 +200,11 @@ class Caller:
             index = routes.index(route)
             target, body = chain[index], bodies[index]
             filing = Filing(plan.call_id, plan.attempt, first.provider, first.model)
-            prep = self.upstreams.prepare(inbound, target, body, filing)
+            try:
+                prep = self.upstreams.prepare(inbound, target, body, filing)
+            except ValueError as refused:  # a value its row could not hold: nothing sent
+                await _answer(send, *error_response(inbound.wire, 400, str(refused)), outcome)
+                return
             guard = self.upstreams.guard
             if guard is not None:
                 # BudgetExceeded: nothing sent
