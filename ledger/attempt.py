@@ -24,7 +24,7 @@ from ledger.errors import (
     parse_retry_after,
     redact,
 )
-from ledger.events import ABANDONED, ErrorType, UsageEvent, check_tags, check_text
+from ledger.events import ABANDONED, ErrorType, UsageEvent, check_tags, check_text, recordable
 from ledger.price_overrides import NO_OVERRIDES, PriceBook
 from ledger.pricing import Cost, attempt_cost
 from ledger.providers.base import ChatRequest, ErrorBody, InBandError, Parsed, Provider, Usage
@@ -357,6 +357,11 @@ def build_event(
     ended before it was complete (abandoned, or the connection broke). Either way
     the usage seen so far is recorded with ``usage_reported`` false, as it is when
     the provider reported none.
+
+    The attempt happened (and may be paid for), so the row is never one the ledger
+    refuses: a value it cannot store as it came (the provider's ``model`` or
+    ``generation_id`` past its column's size, a cost past ``numeric(20, 10)``…) is cut
+    or dropped and named in the ``ledger_repaired`` tag (:func:`ledger.events.recordable`).
     """
     call, target = prep.call, prep.target
     usage = parsed.usage if parsed is not None and parsed.usage is not None else _NO_USAGE
@@ -370,7 +375,7 @@ def build_event(
     error_type: ErrorType | None = (
         error.error_type if error is not None else ABANDONED if abandoned else None
     )
-    return UsageEvent(
+    event = UsageEvent(
         call_id=target.call_id,
         attempt=target.attempt,
         started_at=prep.started_at,
@@ -382,9 +387,10 @@ def build_event(
         requested_provider=target.requested_provider,
         requested_model=target.requested_model,
         provider=target.provider.name,
-        model=clean(parsed.model, "model") if parsed else None,
-        upstream=clean(_upstream(parsed, error), "upstream"),
-        generation_id=clean(parsed.generation_id, "generation_id") if parsed else None,
+        # The provider's own strings, as they came: recordable() cuts and flags them.
+        model=parsed.model or None if parsed else None,
+        upstream=_upstream(parsed, error) or None,
+        generation_id=parsed.generation_id or None if parsed else None,
         routing_sort=prep.routing_sort,
         routing_order=prep.routing_order,
         status="error" if failed else "ok",
@@ -404,6 +410,7 @@ def build_event(
         usage_reported=reported,
         usage_details=usage.details(),
     )
+    return recordable(event)
 
 
 def _upstream(parsed: Parsed | None, error: ProviderError | None) -> str | None:

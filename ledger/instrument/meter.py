@@ -50,7 +50,7 @@ from ledger.errors import (
     ProviderTransportError,
     StreamInterrupted,
 )
-from ledger.events import UsageEvent, new_id
+from ledger.events import UNKNOWN, UsageEvent, new_id
 from ledger.instrument.context import Context
 from ledger.instrument.recognise import Recognised, Recogniser, refine
 from ledger.price_overrides import NO_OVERRIDES, PriceBook, load_prices
@@ -195,8 +195,9 @@ class Meter:
             data = {}
         route = refine(route, data)
         provider = self.provider(route.provider, route.base_url)
-        model = clean(wire.text(data.get("model")) or route.deployment, "requested_model")
-        model = model or "unknown"
+        # Not cut to the column here: the row's requested_model is cut and flagged
+        # (ledger.events.recordable), the SDK's call goes on as it was made.
+        model = wire.text(data.get("model")) or route.deployment or UNKNOWN
         # The sticky key is added to chat requests only: OpenRouter documents ``session_id``
         # for chat completions, and an unknown field could make a Responses call fail.
         inject = route.endpoint == "chat"
