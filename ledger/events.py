@@ -447,14 +447,13 @@ def recordable(event: UsageEvent) -> UsageEvent:
         to_row(event)
         return event
     except InvalidField as exc:
-        first = exc
+        error = exc
     changes: dict[str, Any] = {}
-    error = first
     while True:
         name = error.field
         value = _repaired(event, name, changes)
         if name in changes or value is _NO_REPAIR:
-            raise first  # a caller's bug, or repaired once and still refused
+            raise error  # a caller's bug, or repaired once and still refused
         changes[name] = value
         tags = {} if "tags" in changes else (event.tags or {})
         marker = {REPAIRED_TAG: ",".join(changes)}

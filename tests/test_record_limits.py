@@ -5,6 +5,7 @@ alike, on a real database. (The gateway: tests/gateway/test_record_limits.py.)""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -16,7 +17,14 @@ import pytest
 from sqlalchemy import select
 
 import ledger
-from ledger.events import REPAIRED_TAG
+from ledger.events import (
+    MAX_TAGS_BYTES,
+    REPAIRED_TAG,
+    InvalidField,
+    UsageEvent,
+    recordable,
+    to_row,
+)
 from ledger.schema import STRING_LIMITS, token_usage
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger
@@ -137,3 +145,51 @@ def test_the_metering_transport_records_a_model_name_too_long_for_its_column(
     row = stored(book, ledger_url)
     assert row["requested_model"] == LONG_MODEL[: STRING_LIMITS["requested_model"]]
     assert tags_of(row) == {REPAIRED_TAG: "requested_model"}
+
+
+def test_the_metering_transport_records_a_routing_value_too_long_for_its_column(
+    server: LoopbackLLM, book: Ledger, ledger_url: str
+) -> None:
+    server.queue(answer("openrouter_chat_doc_example.json"))
+    base = server.url + "/api/v1"
+    http = ledger.httpx_client(ledger=book, providers={base: "openrouter"})
+    with openai.OpenAI(api_key="sk-x", base_url=base, http_client=http) as sdk:
+        sdk.chat.completions.create(
+            model="deepseek/deepseek-chat",
+            messages=MESSAGES,
+            extra_body={"provider": {"sort": "s" * 40}},
+        )
+    row = stored(book, ledger_url)
+    assert row["routing_sort"] == "s" * STRING_LIMITS["routing_sort"]
+    assert tags_of(row) == {REPAIRED_TAG: "routing_sort"}
+
+
+def test_tags_that_cannot_take_the_marker_give_way_to_it() -> None:
+    event = UsageEvent(
+        started_at=dt.datetime.now(dt.UTC),
+        requested_provider="openai",
+        requested_model="gpt-4o-mini",
+        provider="openai",
+        status="ok",
+        model=LONG_MODEL,
+        tags={"note": "n" * (MAX_TAGS_BYTES - 12)},  # fits; with the marker it would not
+    )
+    fixed = recordable(event)
+    to_row(fixed)
+    assert fixed.tags == {REPAIRED_TAG: "model,tags"}
+    assert fixed.model == LONG_MODEL[: STRING_LIMITS["model"]]
+    assert recordable(fixed) is fixed  # a storable event is returned as it is
+
+
+def test_a_callers_bug_is_refused_not_repaired() -> None:
+    event = UsageEvent(
+        started_at=dt.datetime(2026, 1, 1),  # naive: not the provider's value to repair
+        requested_provider="openai",
+        requested_model="gpt-4o-mini",
+        provider="openai",
+        status="ok",
+        model=LONG_MODEL,
+    )
+    with pytest.raises(InvalidField) as refused:
+        recordable(event)
+    assert refused.value.field == "started_at"

@@ -36,7 +36,6 @@ from ledger.attempt import (
     Prepared,
     Recorder,
     build_event,
-    clean,
     cost_of,
     http_failure,
     in_band_failure,
@@ -242,7 +241,7 @@ class Meter:
             return False, None
         sent = provider.sent_session_key(data)
         if isinstance(sent, str) and sent:
-            return False, clean(sent, "session_key")
+            return False, sent  # as sent: its row cuts and flags it (events.recordable)
         if not (inject and self.sticky_key and ctx.session_id):
             return False, None
         key = session_key(ctx.session_id, ctx.actor_id, prefix=self.session_prefix)
@@ -290,15 +289,16 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
 
 
 def _routing(provider: Provider, data: dict[str, Any]) -> tuple[str | None, str | None]:
-    """``(routing_sort, routing_order)`` as sent (read as the client reads them, but cut
-    to size rather than refused: the SDK's call is not ours to stop)."""
+    """``(routing_sort, routing_order)`` as sent (read as the client reads them, but not
+    refused: the SDK's call is not ours to stop; its row cuts and flags a value past its
+    column, see :func:`ledger.events.recordable`)."""
     if not provider.capabilities.provider_routing:
         return None, None
     raw_sort, order = provider.sent_routing(data)
-    sort = clean(wire.text(raw_sort), "routing_sort")
+    sort = wire.text(raw_sort) or None
     joined = None
     if isinstance(order, list) and order and all(isinstance(o, str) for o in order):
-        joined = clean(",".join(order), "routing_order")
+        joined = ",".join(order)
     return sort, joined
 
 
