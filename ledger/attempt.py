@@ -33,6 +33,7 @@ from ledger.events import (
     check_tags,
     check_text,
     new_id,
+    recordable,
 )
 from ledger.policies import Policy, PolicySource, apply_to, arm_for
 from ledger.price_overrides import NO_OVERRIDES, PriceBook
@@ -420,6 +421,11 @@ def build_event(
     ended before it was complete (abandoned, or the connection broke). Either way
     the usage seen so far is recorded with ``usage_reported`` false, as it is when
     the provider reported none.
+
+    The attempt happened (and may be paid for), so the row is never one the ledger
+    refuses: a value it cannot store as it came (the provider's ``model`` or
+    ``generation_id`` past its column's size, a cost past ``numeric(20, 10)``…) is cut
+    or dropped and named in the ``ledger_repaired`` tag (:func:`ledger.events.recordable`).
     """
     call, target = prep.call, prep.target
     usage = parsed.usage if parsed is not None and parsed.usage is not None else _NO_USAGE
@@ -433,7 +439,7 @@ def build_event(
     error_type: ErrorType | None = (
         error.error_type if error is not None else ABANDONED if abandoned else None
     )
-    return UsageEvent(
+    event = UsageEvent(
         event_id=prep.event_id,
         call_id=target.call_id,
         attempt=target.attempt,
@@ -446,9 +452,10 @@ def build_event(
         requested_provider=target.requested_provider,
         requested_model=target.requested_model,
         provider=target.provider.name,
-        model=clean(parsed.model, "model") if parsed else None,
-        upstream=clean(_upstream(parsed, error), "upstream"),
-        generation_id=clean(parsed.generation_id, "generation_id") if parsed else None,
+        # The provider's own strings, as they came: recordable() cuts and flags them.
+        model=parsed.model or None if parsed else None,
+        upstream=_upstream(parsed, error) or None,
+        generation_id=parsed.generation_id or None if parsed else None,
         routing_sort=prep.routing_sort,
         routing_order=prep.routing_order,
         status="error" if failed else "ok",
@@ -470,6 +477,7 @@ def build_event(
         policy_id=prep.policy_id,
         arm=prep.arm,
     )
+    return recordable(event)
 
 
 def interrupted_event(prep: Prepared) -> UsageEvent:

@@ -176,11 +176,19 @@ class UsageEvent:
         return dataclasses.replace(self, **changes)
 
 
-def _fail(name: str, value: Any, expected: str) -> ValueError:
+class InvalidField(ValueError):
+    """A field of a :class:`UsageEvent` the ledger cannot store: ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _fail(name: str, value: Any, expected: str) -> InvalidField:
     shown = repr(value)
     if len(shown) > 80:
         shown = shown[:77] + "..."
-    return ValueError(f"UsageEvent.{name} = {shown}: {expected}")
+    return InvalidField(name, f"UsageEvent.{name} = {shown}: {expected}")
 
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -419,6 +427,80 @@ def to_row(event: UsageEvent) -> tuple[Any, ...]:
     row[31] = _tags(row[31])
     row[33] = _usage_details(row[33])
     return tuple(row)
+
+
+#: The tag on the row of a completed attempt some of whose values the ledger could not
+#: store as they came: the fields cut to their column's size, cleaned or dropped, comma
+#: separated (e.g. ``"model,generation_id"``). See :func:`recordable`.
+REPAIRED_TAG: Final = "ledger_repaired"
+#: What :func:`recordable` puts in a required text field that came empty or not text.
+UNKNOWN: Final = "unknown"
+#: Fields whose value comes from outside the caller's hands (the provider's answer, an
+#: SDK's request) and that :func:`recordable` may set to None when no value fits.
+_DROPPABLE: Final = frozenset(
+    {"latency_ms", "ttft_ms", "http_status", "cost_usd", "cost_source", "tags", "usage_details"}
+)
+_NOT_FREE_TEXT: Final = frozenset({"event_id", "call_id", "status", "error_type", "cost_source"})
+
+
+def recordable(event: UsageEvent) -> UsageEvent:
+    """``event`` as the ledger can store it, for an attempt that happened (it was paid for:
+    its row must not be lost to one value). Unchanged when :func:`to_row` takes it; else a
+    copy with each offending field repaired and named in the :data:`REPAIRED_TAG` tag:
+    text cut to its column's size (a NUL removed, a lone surrogate replaced; an empty
+    required one becomes :data:`UNKNOWN`), token counts brought into range, and a value
+    no column can hold (a cost past ``numeric(20, 10)``, tags or usage details past
+    16 KB of JSON, a negative latency) dropped. The tag replaces the tags when they are
+    what cannot be stored. Raises the :class:`InvalidField` of :func:`to_row` for what
+    is no outside value (ids, status, flags, ``started_at``): a caller's bug.
+    """
+    try:
+        to_row(event)
+        return event
+    except InvalidField as exc:
+        error = exc
+    changes: dict[str, Any] = {}
+    while True:
+        name = error.field
+        value = _repaired(event, name, changes)
+        if name in changes or value is _NO_REPAIR:
+            raise error  # a caller's bug, or repaired once and still refused
+        changes[name] = value
+        tags = {} if "tags" in changes else (event.tags or {})
+        marker = {REPAIRED_TAG: ",".join(changes)}
+        candidate = dataclasses.replace(event, **{**changes, "tags": {**tags, **marker}})
+        try:
+            to_row(candidate)
+            return candidate
+        except InvalidField as exc:
+            error = exc
+
+
+def _repaired(event: UsageEvent, name: str, changes: dict[str, Any]) -> Any:
+    """A value field ``name`` can store, or :data:`_NO_REPAIR` for a field that holds no
+    outside value."""
+    value = getattr(event, name)
+    if name in _TOKEN_FIELDS:
+        count = value if type(value) is int else 0
+        count = min(max(count, 0), MAX_TOKENS)
+        if name in ("cache_read_tokens", "cache_write_tokens"):
+            count = min(count, changes.get("input_tokens", event.input_tokens))
+        return count
+    if name == "attempt" and type(value) is int:
+        return min(max(value, 0), 32_767)
+    if name in _DROPPABLE:
+        return None
+    if name in STRING_LIMITS and name not in _NOT_FREE_TEXT:
+        text = value if isinstance(value, str) else ""
+        text = text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
+        text = text[: STRING_LIMITS[name]]
+        if name in _REQUIRED_TEXT:
+            return text or UNKNOWN
+        return text or None
+    return _NO_REPAIR
+
+
+_NO_REPAIR: Final = object()
 
 
 def _checked_row(event: UsageEvent) -> tuple[Any, ...]:

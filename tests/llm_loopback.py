@@ -34,7 +34,7 @@ class Reply:
     chunk_size: int | None = None  # set: stream with chunked encoding
     delay_s: float = 0.0  # pause between chunks
     drop_after: int | None = None  # close the connection after this many chunks
-    reset: bool = False  # answer nothing: reset the connection (TCP RST)
+    reset: bool = False  # answer nothing (with drop_after: break off): TCP RST, not FIN
 
     @classmethod
     def payload(cls, name: str, **kw: Any) -> Reply:
@@ -113,12 +113,8 @@ class LoopbackLLM:
                 )
                 reply = server.replies.popleft() if server.replies else server.default
                 assert reply is not None, "no reply scripted"
-                if reply.reset:
-                    # SO_LINGER 0: close() sends RST, the client sees "connection reset".
-                    linger = struct.pack("ii", 1, 0)
-                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
-                    self.close_connection = True
-                    self.connection.close()
+                if reply.reset and reply.drop_after is None:
+                    self._reset()
                     return
                 self.send_response(reply.status)
                 for key, value in reply.headers.items():
@@ -135,12 +131,21 @@ class LoopbackLLM:
             # Billing endpoints (OpenRouter's /generation) are GETs: same script.
             do_GET = do_POST
 
+            def _reset(self) -> None:
+                # SO_LINGER 0: close() sends RST, the client sees "connection reset".
+                linger = struct.pack("ii", 1, 0)
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                self.close_connection = True
+                self.connection.close()
+
             def _stream(self, reply: Reply) -> None:
                 size = reply.chunk_size or 64
                 for n, i in enumerate(range(0, len(reply.body), size)):
                     if reply.drop_after is not None and n >= reply.drop_after:
                         self.close_connection = True
                         self.wfile.flush()
+                        if reply.reset:
+                            self._reset()
                         return
                     piece = reply.body[i : i + size]
                     self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")

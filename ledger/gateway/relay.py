@@ -16,7 +16,10 @@ is the relay:
   client's pace is the upstream's pace (``send`` waits while the client's socket
   buffer is full), nothing piles up here;
 * the OpenAI usage chunk the gateway asked for on the client's behalf is removed
-  when the client did not ask for it (``stream_options`` honoured).
+  when the client did not ask for it (``stream_options`` honoured);
+* an upstream that breaks off a committed stream (its connection closed or reset,
+  silent past the read timeout) is never passed on as a clean end: the client's SDK
+  raises as it would against the provider (:func:`_broken_stream`).
 
 Cancellation (the client went away) propagates from the ASGI app into here: the
 upstream response is closed at once, which cancels the upstream request, and the
@@ -37,13 +40,13 @@ from typing import Any, Final
 
 import httpx
 
-from ledger.attempt import Filing
+from ledger.attempt import Filing, check_model
 from ledger.cascade import Plan, RetryPolicy, Route
 from ledger.errors import AllProvidersFailed, ProviderError
 from ledger.events import UsageEvent
 from ledger.gateway.answers import JSON, NO_STORE, SSE, all_failed_response, error_response
 from ledger.gateway.config import Target, Wire
-from ledger.gateway.inbound import Inbound
+from ledger.gateway.inbound import BadRequest, Inbound
 from ledger.gateway.translate import (
     chat_to_message,
     chat_to_messages,
@@ -63,6 +66,13 @@ MAX_HELD_BYTES: Final = 64 * 1024
 #: The tag written on the row of an attempt whose client went away.
 DISCONNECTED: Final = ("disconnected", "client")
 _USAGE_ONLY: Final = re.compile(rb'"choices"\s*:\s*\[\s*\]')
+#: The Anthropic-wire event that ends a stream the upstream broke off (Anthropic's own shape
+#: for a mid-stream failure; its SDKs raise on it).
+BROKEN_EVENT: Final = (
+    b"event: error\n"
+    b'data: {"type":"error","error":{"type":"api_error",'
+    b'"message":"the upstream connection broke off mid-stream"}}\n\n'
+)
 
 
 @dataclass(slots=True)
@@ -80,7 +90,15 @@ class Outcome:
 def bodies_for(inbound: Inbound, chain: tuple[Target, ...]) -> list[Mapping[str, Any]]:
     """The request body for each route, translated where its wire differs; checked for
     every route before anything is sent, so an untranslatable feature is a 400 up front
-    rather than a surprise when the primary first fails."""
+    rather than a surprise when the primary first fails.
+
+    The model the rows will name as requested is checked too (``BadRequest``): a name
+    the ledger cannot record is refused before any provider is paid for it, as
+    :meth:`ledger.attempt.Call.check` refuses it on the client."""
+    try:
+        check_model(chain[0].model)
+    except ValueError as exc:
+        raise BadRequest(f"'model' cannot be recorded: {exc}") from None
     out: list[Mapping[str, Any]] = []
     for target in chain:
         if target.wire == inbound.wire:
@@ -115,6 +133,41 @@ class _UsageStripper:
         return b"" if _USAGE_ONLY.search(tail) else tail
 
 
+class _WholeEvents:
+    """Passes an SSE stream on unchanged, cut at event ends: the bytes after the last blank
+    line wait for the rest of their event (a client acts on none of them before it).
+
+    So a stream the upstream breaks off can still be ended by an ``error`` event the
+    client reads as one (appended to half an event, it would be merged into it). An
+    event larger than :data:`MAX_HELD_BYTES` is passed on in pieces all the same."""
+
+    def __init__(self) -> None:
+        self._tail = b""
+
+    def feed(self, data: bytes) -> bytes:
+        data = self._tail + data
+        cut = max(
+            _event_end(data, b"\n\n"), _event_end(data, b"\r\n\r\n"), _event_end(data, b"\r\r")
+        )
+        if cut == 0 and len(data) <= MAX_HELD_BYTES:
+            self._tail = data
+            return b""
+        if cut == 0:
+            cut = len(data)
+        self._tail = data[cut:]
+        return data[:cut]
+
+    def close(self) -> bytes:
+        tail, self._tail = self._tail, b""
+        return tail
+
+
+def _event_end(data: bytes, blank: bytes) -> int:
+    """Where the last event ending in ``blank`` ends in ``data`` (0: none does)."""
+    at = data.rfind(blank)
+    return at + len(blank) if at >= 0 else 0
+
+
 class _Passthrough:
     def feed(self, data: bytes) -> bytes:
         return data
@@ -147,7 +200,11 @@ class Caller:
             index = routes.index(route)
             target, body = chain[index], bodies[index]
             filing = Filing(plan.call_id, plan.attempt, first.provider, first.model)
-            prep = self.upstreams.prepare(inbound, target, body, filing)
+            try:
+                prep = self.upstreams.prepare(inbound, target, body, filing)
+            except ValueError as refused:  # a value its row could not hold: nothing sent
+                await _answer(send, *error_response(inbound.wire, 400, str(refused)), outcome)
+                return
             guard = self.upstreams.guard
             if guard is not None:
                 # BudgetExceeded: nothing sent
@@ -245,13 +302,15 @@ class Caller:
         last: bool,
         outcome: Outcome,
     ) -> ProviderError | None:
-        transform: _Passthrough | _UsageStripper | MessagesToChat | ChatToMessages
+        transform: _Passthrough | _WholeEvents | _UsageStripper | MessagesToChat | ChatToMessages
         if target.wire != inbound.wire and inbound.wire == "chat":
             transform = MessagesToChat(include_usage=inbound.include_usage)
         elif target.wire != inbound.wire:
             transform = ChatToMessages()
         elif inbound.wire == "chat" and not inbound.include_usage:
             transform = _UsageStripper()
+        elif inbound.wire == "messages":
+            transform = _WholeEvents()  # a break can still end it with an error event
         else:
             transform = _Passthrough()
         held: list[bytes] = []
@@ -280,7 +339,7 @@ class Caller:
             exchange.finish(broken=exc)
             if not committed:
                 return exchange.error
-            await _end_stream(send, transform.close())
+            await _broken_stream(send, inbound.wire)
             return None
         exchange.finish()
         if not committed:
@@ -314,6 +373,23 @@ async def _start_stream(send: Send, status: int, outcome: Outcome) -> None:
 
 async def _end_stream(send: Send, tail: bytes) -> None:
     await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+async def _broken_stream(send: Send, wire: Wire) -> None:
+    """The upstream broke off a committed stream: tell the client as its wire does, so its
+    SDK raises as it would against the provider itself (a clean end would read as a whole
+    answer: partial text, no exception).
+
+    The translator's tail is not sent: it would close the answer as if complete (a
+    ``finish_reason``, ``[DONE]``, ``message_stop``). On the Anthropic wire an ``error``
+    event, as Anthropic sends one mid-stream, then the stream's end. On the OpenAI wire,
+    which has no error event after the first chunk's status, the response is left
+    unfinished: the ASGI server closes the connection without the last chunk of the
+    chunked body, so the client's HTTP library sees it broken (the SDKs raise
+    ``APIConnectionError``), exactly what a dropped upstream connection looks like."""
+    if wire == "messages":
+        await _end_stream(send, BROKEN_EVENT)
+    # OpenAI wire: return without the closing ``more_body: False``.
 
 
 def _disconnected(exchange: Exchange) -> None:

@@ -36,7 +36,6 @@ from ledger.attempt import (
     Prepared,
     Recorder,
     build_event,
-    clean,
     cost_of,
     http_failure,
     in_band_failure,
@@ -50,7 +49,7 @@ from ledger.errors import (
     ProviderTransportError,
     StreamInterrupted,
 )
-from ledger.events import UsageEvent, new_id
+from ledger.events import UNKNOWN, UsageEvent, new_id
 from ledger.instrument.context import Context
 from ledger.instrument.recognise import Recognised, Recogniser, refine
 from ledger.price_overrides import NO_OVERRIDES, PriceBook, load_prices
@@ -202,8 +201,9 @@ class Meter:
             data = {}
         route = refine(route, data)
         provider = self.provider(route.provider, route.base_url)
-        model = clean(wire.text(data.get("model")) or route.deployment, "requested_model")
-        model = model or "unknown"
+        # Not cut to the column here: the row's requested_model is cut and flagged
+        # (ledger.events.recordable), the SDK's call goes on as it was made.
+        model = wire.text(data.get("model")) or route.deployment or UNKNOWN
         # The sticky key is added to chat requests only: OpenRouter documents ``session_id``
         # for chat completions, and an unknown field could make a Responses call fail.
         inject = route.endpoint == "chat"
@@ -248,7 +248,7 @@ class Meter:
             return False, None
         sent = provider.sent_session_key(data)
         if isinstance(sent, str) and sent:
-            return False, clean(sent, "session_key")
+            return False, sent  # as sent: its row cuts and flags it (events.recordable)
         if not (inject and self.sticky_key and ctx.session_id):
             return False, None
         key = session_key(ctx.session_id, ctx.actor_id, prefix=self.session_prefix)
@@ -296,15 +296,16 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
 
 
 def _routing(provider: Provider, data: dict[str, Any]) -> tuple[str | None, str | None]:
-    """``(routing_sort, routing_order)`` as sent (read as the client reads them, but cut
-    to size rather than refused: the SDK's call is not ours to stop)."""
+    """``(routing_sort, routing_order)`` as sent (read as the client reads them, but not
+    refused: the SDK's call is not ours to stop; its row cuts and flags a value past its
+    column, see :func:`ledger.events.recordable`)."""
     if not provider.capabilities.provider_routing:
         return None, None
     raw_sort, order = provider.sent_routing(data)
-    sort = clean(wire.text(raw_sort), "routing_sort")
+    sort = wire.text(raw_sort) or None
     joined = None
     if isinstance(order, list) and order and all(isinstance(o, str) for o in order):
-        joined = clean(",".join(order), "routing_order")
+        joined = ",".join(order)
     return sort, joined
 
 
