@@ -8,9 +8,11 @@ import json
 import time
 from pathlib import Path
 
+import openai
 import pytest
 from sqlalchemy import select
 
+import ledger as ledger_pkg
 from ledger.client import Client
 from ledger.errors import PolicyError
 from ledger.policies import PolicyBook, arm_for, start_policy, stop_policy
@@ -145,3 +147,30 @@ def test_without_a_policy_requests_are_byte_identical(
                 client.chat(USER, model=MODEL, session_id="s", actor_id="a")
     with_book, without = (r.raw for r in server.requests[-2:])
     assert with_book == without and json.loads(with_book)["model"] == MODEL
+
+
+def test_the_sdk_transport_applies_the_policy_as_the_client_does(
+    server: LoopbackLLM, sqlite_url: str, tmp_path: Path
+) -> None:
+    engine = make_engine(sqlite_url)
+    policy_id = start_policy(
+        engine, model=MODEL, provider=IGNORE, holdout_share=0.5, by="t", reason=None, now=NOW
+    )
+    reply = "openrouter_chat_anthropic_cache_read_write.json"
+    sessions = [f"s-{i}" for i in range(10)]
+    server.queue(*(Reply.payload(reply) for _ in sessions))
+    with Ledger(sqlite_url, journal_dir=tmp_path / "j") as led:
+        http = ledger_pkg.httpx_client(ledger=led, strict=True)
+        base = server.url + "/api/v1"
+        with openai.OpenAI(api_key="sk-or-x", base_url=base, http_client=http) as sdk:
+            for s in sessions:
+                with ledger_pkg.context(session_id=s, actor_id="planner"):
+                    sdk.chat.completions.create(model=MODEL, messages=USER)
+        assert led.flush()
+    with engine.connect() as conn:
+        rows = conn.execute(select(token_usage).order_by(token_usage.c.id)).mappings().all()
+    engine.dispose()
+    for row, request in zip(rows, server.requests, strict=True):
+        assert row["policy_id"] == policy_id
+        assert ("provider" in request.body) == (row["arm"] == "treatment")
+    assert {r["arm"] for r in rows} == {"treatment", "holdout"}

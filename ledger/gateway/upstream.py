@@ -25,7 +25,16 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import httpx
 
-from ledger.attempt import Attempt, AttemptJournal, Call, Filing, Prepared, Recorder, prepare
+from ledger.attempt import (
+    Attempt,
+    AttemptJournal,
+    Call,
+    Filing,
+    PolicyHolder,
+    Prepared,
+    Recorder,
+    prepare,
+)
 from ledger.events import UsageEvent
 from ledger.gateway.config import GatewayConfig, Target
 from ledger.gateway.http1 import Http1Pool, Timeouts
@@ -114,7 +123,10 @@ class Upstreams:
         # The gateway forwards what its client sent: no sticky key of the meter's own.
         #: Where rows go: the ledger, the budget guard told of each (OTLP spans' rows too).
         self.recorder = GuardedRecorder(ledger, guard)
-        self.meter = Meter(ledger=self.recorder, strict=strict, sticky_key=False)
+        # The gateway's own prepare applies the routing policies (the meter sees none).
+        self.meter = Meter(ledger=self.recorder, strict=strict, sticky_key=False, policies=False)
+        #: The routing policies in the ledger's database (ledger.policies), if it has any.
+        self.policies = ledger.policies if isinstance(ledger, PolicyHolder) else None
         self._providers: dict[str, Provider] = {}
 
     def provider(self, name: str) -> Provider:
@@ -161,8 +173,15 @@ class Upstreams:
             filing.requested_provider,
             filing.requested_model,
         )
+        policy = None
+        if self.policies is not None and provider.capabilities.provider_routing:
+            policy = self.policies.policy_for(target.model)
         prep = prepare(
-            call, attempt, stream=inbound.stream, session_prefix=self.config.session_prefix
+            call,
+            attempt,
+            stream=inbound.stream,
+            session_prefix=self.config.session_prefix,
+            policy=policy,
         )
         # The worst case the budget guard reserves reads the caller's output limit; it
         # travels in the body (extra_body), so the Call learns it only now.

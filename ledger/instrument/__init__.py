@@ -111,7 +111,7 @@ def httpx_client(
     (else anthropic) SDK is built on (:func:`sdk_library`), since an SDK rejects a
     client of the other library. ``options`` are the client's (``timeout``, ``headers``…), plus
     :class:`Meter`'s (``ledger``, ``providers``, ``strict``, ``sticky_key``,
-    ``session_prefix``, ``include_usage``).
+    ``session_prefix``, ``include_usage``, ``policies``).
 
     ``include_usage=True`` asks OpenAI-style streamed chat completions for their usage
     (``stream_options.include_usage``) when the request does not say: the stream then
@@ -154,6 +154,7 @@ _METER_OPTIONS: Final = (
     "sticky_key",
     "session_prefix",
     "include_usage",
+    "policies",
 )
 
 

@@ -49,9 +49,10 @@ from ledger.errors import (
     ProviderTransportError,
     StreamInterrupted,
 )
-from ledger.events import UNKNOWN, UsageEvent, new_id
+from ledger.events import UNKNOWN, Arm, UsageEvent, new_id
 from ledger.instrument.context import Context
 from ledger.instrument.recognise import Recognised, Recogniser, refine
+from ledger.policies import Policy, PolicySource, apply_to, arm_for
 from ledger.price_overrides import NO_OVERRIDES, PriceBook, load_prices
 from ledger.providers import Provider, make_provider, wire
 from ledger.providers.base import ChatRequest, Endpoint, Parsed, Parsers, StreamParser
@@ -119,6 +120,10 @@ class Meter:
     sends one more chunk before ``[DONE]``, with the usage and an **empty**
     ``choices`` list: code that reads ``chunk.choices[0]`` on every chunk must
     skip it. An explicit ``include_usage: false`` in the request is left alone.
+
+    ``policies``: the routing policies applied to OpenRouter chat requests
+    (:mod:`ledger.policies`), as the client applies them; True reads those in the
+    ledger's database (none when ``ledger`` is another recorder), False applies none.
     """
 
     def __init__(
@@ -130,6 +135,7 @@ class Meter:
         sticky_key: bool = True,
         session_prefix: str = DEFAULT_PREFIX,
         include_usage: bool = False,
+        policies: PolicySource | bool = True,
     ) -> None:
         self.recogniser = Recogniser(providers)
         self.strict = strict_from_env() if strict is None else strict
@@ -137,6 +143,8 @@ class Meter:
         self.include_usage = include_usage
         self.session_prefix = session_prefix
         self._sink = LazyRecorder(ledger)
+        self._policies: PolicySource | None = None if isinstance(policies, bool) else policies
+        self._find_policies = policies is True
         self._providers: dict[tuple[str, str], Provider] = {}
         self._complained: set[str] = set()
         self._lock = threading.Lock()
@@ -158,6 +166,14 @@ class Meter:
             self._sink.get().record(event)
         except Exception as exc:  # the ledger is never the SDK call's problem
             self.complain("record", f"could not record attempt {event.event_id}: {exc}", exc)
+
+    def _policy_for(self, provider: Provider, model: str) -> Policy | None:
+        if not provider.capabilities.provider_routing:
+            return None
+        if self._find_policies:
+            self._find_policies = False
+            self._policies = self._sink.policies()
+        return self._policies.policy_for(model) if self._policies is not None else None
 
     def begin_attempt(self, prep: Prepared) -> None:
         """Journal that ``prep`` is being sent (its row if this process dies first)."""
@@ -213,10 +229,17 @@ class Meter:
         if not asked and self.include_usage and "include_usage" not in options:
             data["stream_options"] = {**options, "include_usage": True}
             changed = asked = True
+        call_id, attempt = _filing((route.provider, url, model), retry_count)
+        policy = self._policy_for(provider, model) if inject else None
+        arm: Arm | None = None
+        if policy is not None:
+            arm = arm_for(policy.id, sent_key or call_id, policy.holdout_share)
+            if arm == "treatment":
+                apply_to(data, policy)
+                changed = True
         replaced = None
         if changed:
             replaced = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
-        call_id, attempt = _filing((route.provider, url, model), retry_count)
         sort, order = _routing(provider, data)
         prep = Prepared(
             call=Call(
@@ -235,6 +258,8 @@ class Meter:
             session_key=sent_key,
             routing_sort=sort,
             routing_order=order,
+            policy_id=policy.id if policy is not None else None,
+            arm=arm,
         )
         exchange = Exchange(self, prep, timeouts, route.endpoint)
         exchange.usage_asked = asked
