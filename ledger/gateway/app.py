@@ -51,6 +51,15 @@ from ledger.gateway.auth import KeyTable, presented_key
 from ledger.gateway.cache import MAX_STREAM_BYTES, Answer, Capture, GatewayCache, cacheable
 from ledger.gateway.config import GatewayConfig, GatewayKey, Target, Wire, load_config
 from ledger.gateway.inbound import BadRequest, Inbound, parse
+from ledger.gateway.intake import (
+    BUSY_RETRY_AFTER_S,
+    BodyBudget,
+    BodyBudgetFull,
+    BodyTooLarge,
+    ClientGone,
+    Reservation,
+    read_body,
+)
 from ledger.gateway.relay import Caller, Outcome, bodies_for
 from ledger.gateway.translate import Untranslatable
 from ledger.gateway.upstream import Upstreams
@@ -74,8 +83,6 @@ log = logging.getLogger("ledger.gateway")
 
 ROUTES: Final[dict[str, Wire]] = {"/v1/chat/completions": "chat", "/v1/messages": "messages"}
 TRACES: Final = "/v1/traces"
-#: A request body larger than this is refused (413) before it is read further.
-MAX_BODY_BYTES: Final = 32 * 1024 * 1024
 #: The key prefix of the gateway's limiter windows and cache entries in Redis.
 REDIS_PREFIX: Final = "ledger:gateway:"
 #: Where the authenticated key travels from the auth step to the limiter's key.
@@ -100,6 +107,12 @@ def _refusal(scope: Scope, exc: TooManyRequests) -> HTTPResponse:
     )
 
 
+def _busy(wire: Wire) -> HTTPResponse:
+    """The answer to a request whose body does not fit the body budget now."""
+    message = "the gateway is busy reading other large request bodies; retry shortly"
+    return error_response(wire, 503, message, code="overloaded", retry_after=BUSY_RETRY_AFTER_S)
+
+
 def _headers(scope: Scope) -> dict[bytes, bytes]:
     return {k.lower(): v for k, v in scope.get("headers") or ()}
 
@@ -109,30 +122,6 @@ async def _send_answer(send: Send, answer: HTTPResponse) -> None:
     headers = [*headers, (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-class _TooLarge(Exception):
-    """The request body passed :data:`MAX_BODY_BYTES`."""
-
-
-class _Gone(Exception):
-    """The client disconnected before its request body arrived."""
-
-
-async def _read_body(receive: Receive) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _Gone
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _TooLarge
-        parts.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(parts)
 
 
 class GatewayApp:
@@ -182,6 +171,7 @@ class GatewayApp:
             refusal=_refusal,
         )
         self._in_flight = 0
+        self.bodies = BodyBudget(config.body_budget_bytes)
         self.otlp = _receiver(self.upstreams.recorder) if config.otlp else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -261,17 +251,26 @@ class GatewayApp:
         key: GatewayKey | None = scope["state"].get(KEY_STATE)
         model: str | None = None
         self._in_flight += 1
+        reservation = Reservation(self.bodies)
         try:
+            headers = _headers(scope)
             try:
-                raw = await _read_body(receive)
-            except _TooLarge:
-                await _send_answer(send, error_response(wire, 413, "request body too large"))
+                raw = await read_body(
+                    receive, headers, reservation, max_bytes=self.config.max_body_bytes
+                )
+            except BodyTooLarge:
+                limit = self.config.max_body_bytes
+                message = f"request body too large (the limit is {limit} bytes)"
+                await _send_answer(send, error_response(wire, 413, message))
                 outcome.status = 413
                 return
-            except _Gone:
+            except BodyBudgetFull:
+                outcome.status = 503
+                await _send_answer(send, _busy(wire))
+                return
+            except ClientGone:
                 outcome.status = 499  # nginx's "client closed request": nothing was sent
                 return
-            headers = _headers(scope)
             try:
                 inbound = parse(wire, raw, headers, key.tags if key is not None else {})
                 model = inbound.model
@@ -315,6 +314,7 @@ class GatewayApp:
                 ),
             )
         finally:
+            reservation.release()
             self._in_flight -= 1
             log_access(scope, started, t0, outcome, key, model)
 
