@@ -490,6 +490,10 @@ def create_app(
 def from_environment() -> GatewayApp:
     """``uvicorn --factory ledger.gateway.app:from_environment``: the configuration file
     found from the working directory (or ``LEDGER_GATEWAY_FILE``)."""
+    from ledger.gateway.serve import configure_server
+
     if os.environ.get(ACCESS_LOG_ENV) == "1":
         configure_access_log()
-    return create_app(load_config())
+    config = load_config()
+    configure_server(config)  # a worker of `ledger gateway --workers N`: its connections
+    return create_app(config)

@@ -19,6 +19,8 @@ or ``pyproject.toml`` with ``[tool.ledger.gateway]`` from the working directory 
     otlp = true                        # also take OTLP/HTTP traces on POST /v1/traces
     max_body_bytes = 33554432          # a larger request body: 413 before it is read
     body_budget_bytes = 67108864       # request bodies in flight at once; beyond: 503
+    header_timeout_s = 10              # a connection's request head must be in by then
+    max_connections = 4096             # beyond: 503 at once (default: no limit)
 
     [tool.ledger.gateway.models]       # a public name -> the ADR-0014 chain, tried in order
     "gpt-4o-mini" = ["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5-20251001"]
@@ -74,6 +76,8 @@ _SETTINGS: Final = (
     "timeout_s",
     "max_body_bytes",
     "body_budget_bytes",
+    "header_timeout_s",
+    "max_connections",
     "models",
     "providers",
     "keys",
@@ -158,6 +162,11 @@ class GatewayConfig:
     max_body_bytes: int = MAX_BODY_BYTES
     #: The bytes of request bodies in flight at once (:mod:`ledger.gateway.intake`).
     body_budget_bytes: int = BODY_BUDGET_BYTES
+    #: Seconds a connection has to send a whole request head, from its first byte (or
+    #: from the connection's start); then it is closed.
+    header_timeout_s: float = 10.0
+    #: Connections (or requests) at once before uvicorn answers 503 (None: no limit).
+    max_connections: int | None = None
     source: Path | None = None
 
     def chain(self, public: str) -> tuple[Target, ...] | None:
@@ -277,6 +286,9 @@ def parse_config(table: Any, path: Path | None = None) -> GatewayConfig:
     if budget < max_body:
         # else a body under the cap could never be admitted, even alone
         _fail(path, f"{p}.body_budget_bytes", f"at least max_body_bytes ({max_body})", budget)
+    connections = table.get("max_connections")
+    if connections is not None:
+        connections = _count(path, f"{p}.max_connections", connections)
     return GatewayConfig(
         models=models,
         passthrough=passthrough,
@@ -299,6 +311,10 @@ def parse_config(table: Any, path: Path | None = None) -> GatewayConfig:
         timeout_s=_positive(path, f"{p}.timeout_s", table.get("timeout_s", 600)),
         max_body_bytes=max_body,
         body_budget_bytes=budget,
+        header_timeout_s=_positive(
+            path, f"{p}.header_timeout_s", table.get("header_timeout_s", 10)
+        ),
+        max_connections=connections,
         source=path,
     )
 
