@@ -35,6 +35,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
 from ledger.attempt import Recorder
@@ -58,6 +59,7 @@ from ledger.gateway.intake import (
     BodyTooLarge,
     ClientGone,
     Reservation,
+    declared_length,
     read_body,
 )
 from ledger.gateway.relay import Caller, Outcome, bodies_for
@@ -71,6 +73,7 @@ from ledger.resilience.middleware import ResilienceMiddleware
 if TYPE_CHECKING:
     from ledger.budgets.guard import BudgetGuard
     from ledger.budgets.shared import SharedBudgetGuard
+    from ledger.events import UsageEvent
     from ledger.otel.receiver import OTLPReceiver
     from ledger.resilience.redis_backend import RedisConnections
 
@@ -87,6 +90,9 @@ TRACES: Final = "/v1/traces"
 REDIS_PREFIX: Final = "ledger:gateway:"
 #: Where the authenticated key travels from the auth step to the limiter's key.
 KEY_STATE: Final = "ledger.gateway.key"
+#: The tags of the key a ``/v1/traces`` request presented, for the rows its spans make
+#: (the receiver records synchronously inside the request's task, so it sees them).
+_TRACE_KEY_TAGS: ContextVar[Mapping[str, str]] = ContextVar("ledger_gateway_trace_tags")
 
 
 class KeyIdentity(ClientIdentity):
@@ -205,12 +211,37 @@ class GatewayApp:
             return
         scope.setdefault("state", {})[KEY_STATE] = found
         if path == TRACES and self.otlp is not None:
-            await self.otlp(scope, receive, send)
+            await self._traces(scope, receive, send, headers, found)
             return
         if wire is None:
             await self._models(headers, send)
             return
         await self._call_app(scope, receive, send)
+
+    async def _traces(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: Mapping[bytes, bytes],
+        key: GatewayKey | None,
+    ) -> None:
+        """OTLP in: its declared body counted in the body budget while it is handled (the
+        receiver enforces its own per-request cap), its rows tagged with the key's tags."""
+        assert self.otlp is not None
+        reservation = Reservation(self.bodies)
+        declared = declared_length(headers)
+        try:
+            reservation.grow(min(declared or 0, self.otlp.max_body_bytes + 1))
+        except BodyBudgetFull:
+            await _send_answer(send, _busy("chat"))
+            return
+        token = _TRACE_KEY_TAGS.set(key.tags if key is not None else {})
+        try:
+            await self.otlp(scope, receive, send)
+        finally:
+            _TRACE_KEY_TAGS.reset(token)
+            reservation.release()
 
     async def _models(self, headers: Mapping[bytes, bytes], send: Send) -> None:
         names = sorted(self.config.models)
@@ -421,7 +452,15 @@ def _receiver(recorder: Recorder) -> OTLPReceiver:
             f"otlp = true needs the OpenTelemetry packages ({exc.name} is missing): "
             "pip install 'ledger[otel]'"
         ) from None
-    return OTLPReceiver(recorder.record)
+
+    def record(event: UsageEvent) -> str:
+        # Every row made through a key carries its tags, the key's winning (as for calls).
+        key_tags = _TRACE_KEY_TAGS.get({})
+        if key_tags:
+            event.tags = {**(event.tags or {}), **key_tags}
+        return recorder.record(event)
+
+    return OTLPReceiver(record)
 
 
 async def _disconnect(receive: Receive) -> None:
