@@ -22,6 +22,8 @@ before a change::
     .venv/bin/python bench/bench_gateway_bodies.py --baseline-src /tmp/gw-base
 
 The idle p50 of the same round is the baseline the loaded figures are read against.
+``--setting KEY=VALUE`` adds a line to this tree's ``[gateway]`` table (e.g. another
+``body_budget_bytes``).
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ class Round:
 class Target:
     name: str
     src: Path | None  # None: this tree
+    settings: str = ""  # lines for its [gateway] table
     rounds: list[Round] = field(default_factory=list)
 
 
@@ -92,7 +95,9 @@ def _memory_mb(pid: int, field_name: str) -> float:
 
 
 @contextmanager
-def gateway(upstream: str, workdir: Path, src: Path | None) -> Iterator[tuple[str, int]]:
+def gateway(
+    upstream: str, workdir: Path, src: Path | None, settings: str = ""
+) -> Iterator[tuple[str, int]]:
     db = f"sqlite:///{workdir / 'ledger.db'}"
     env = {**os.environ, "LEDGER_DATABASE_URL": db, "BENCH_UPSTREAM_KEY": "sk-bench"}
     if src is not None:
@@ -102,6 +107,7 @@ def gateway(upstream: str, workdir: Path, src: Path | None) -> Iterator[tuple[st
     (workdir / "ledger.toml").write_text(
         f"""[gateway]
 passthrough = ["openai"]
+{settings}
 [gateway.providers.openai]
 base_url = "{upstream}/plain/v1"
 api_key_env = "BENCH_UPSTREAM_KEY"
@@ -158,7 +164,7 @@ def one_round(target: Target, upstream: str, body: bytes, args: argparse.Namespa
     found = Round()
     with (
         tempfile.TemporaryDirectory() as tmp,
-        gateway(upstream, Path(tmp), target.src) as (
+        gateway(upstream, Path(tmp), target.src, target.settings) as (
             url,
             pid,
         ),
@@ -217,9 +223,16 @@ def main() -> None:
     parser.add_argument("--idle-seconds", type=float, default=2.0)
     parser.add_argument("--canary-timeout", type=float, default=5.0)
     parser.add_argument("--baseline-src", type=Path, help="a source tree to compare against")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        help="KEY=VALUE for this tree's [gateway] table (repeatable), e.g. "
+        "body_budget_bytes=50331648",
+    )
     args = parser.parse_args()
     body = big_body(args.body_mb)
-    targets = [Target("this tree", None)]
+    targets = [Target("this tree", None, "\n".join(args.setting))]
     if args.baseline_src is not None:
         targets.insert(0, Target("baseline", args.baseline_src.resolve()))
     with instant_server({"plain": fixture("openai_chat_doc_example.json")}) as upstream:

@@ -18,7 +18,7 @@ or ``pyproject.toml`` with ``[tool.ledger.gateway]`` from the working directory 
     redis_url = "redis://127.0.0.1:6379/0"   # share limiter and cache between workers
     otlp = true                        # also take OTLP/HTTP traces on POST /v1/traces
     max_body_bytes = 33554432          # a larger request body: 413 before it is read
-    body_budget_bytes = 67108864       # request bodies in flight at once; beyond: 503
+    body_budget_bytes = 50331648       # request bodies in flight at once; beyond: 503
     header_timeout_s = 10              # a connection's request head must be in by then
     max_connections = 4096             # beyond: 503 at once (default: no limit)
 

@@ -26,8 +26,11 @@ Receive = Callable[[], Awaitable[Message]]
 
 #: A request body larger than this is refused (413) before it is read further.
 MAX_BODY_BYTES: Final = 32 * 1024 * 1024
-#: The bytes of request bodies in flight at once; beyond it, 503 with Retry-After.
-BODY_BUDGET_BYTES: Final = 64 * 1024 * 1024
+#: The bytes of request bodies in flight at once; beyond it, 503 with Retry-After. One
+#: body at the cap and 16 MiB of others: each large body holds the event loop for a while
+#: (decoded, re-encoded for the provider, written), so two at once double a small call's
+#: worst wait (bench/bench_gateway_bodies.py); each also holds several times its size.
+BODY_BUDGET_BYTES: Final = 48 * 1024 * 1024
 #: Retry-After of a 503 for a full budget: large bodies in flight take about a second.
 BUSY_RETRY_AFTER_S: Final = 1.0
 
