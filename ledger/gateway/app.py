@@ -56,6 +56,7 @@ from ledger.gateway.intake import (
     BUSY_RETRY_AFTER_S,
     BodyBudget,
     BodyBudgetFull,
+    BodyStalled,
     BodyTooLarge,
     ClientGone,
     Reservation,
@@ -287,7 +288,11 @@ class GatewayApp:
             headers = _headers(scope)
             try:
                 raw = await read_body(
-                    receive, headers, reservation, max_bytes=self.config.max_body_bytes
+                    receive,
+                    headers,
+                    reservation,
+                    max_bytes=self.config.max_body_bytes,
+                    idle_timeout_s=self.config.body_idle_timeout_s,
                 )
             except BodyTooLarge:
                 limit = self.config.max_body_bytes
@@ -298,6 +303,15 @@ class GatewayApp:
             except BodyBudgetFull:
                 outcome.status = 503
                 await _send_answer(send, _busy(wire))
+                return
+            except BodyStalled:
+                outcome.status = 408
+                idle = self.config.body_idle_timeout_s
+                message = f"the request body stopped arriving (nothing for {idle:g} s)"
+                status, answer_headers, body = error_response(wire, 408, message)
+                # The client is not sending: nothing more will come on this connection.
+                closing = [*answer_headers, (b"connection", b"close")]
+                await _send_answer(send, (status, closing, body))
                 return
             except ClientGone:
                 outcome.status = 499  # nginx's "client closed request": nothing was sent

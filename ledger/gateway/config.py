@@ -20,6 +20,7 @@ or ``pyproject.toml`` with ``[tool.ledger.gateway]`` from the working directory 
     max_body_bytes = 33554432          # a larger request body: 413 before it is read
     body_budget_bytes = 50331648       # request bodies in flight at once; beyond: 503
     header_timeout_s = 10              # a connection's request head must be in by then
+    body_idle_timeout_s = 30           # a body silent this long: 408
     max_connections = 4096             # beyond: 503 at once (default: no limit)
 
     [tool.ledger.gateway.models]       # a public name -> the ADR-0014 chain, tried in order
@@ -77,6 +78,7 @@ _SETTINGS: Final = (
     "max_body_bytes",
     "body_budget_bytes",
     "header_timeout_s",
+    "body_idle_timeout_s",
     "max_connections",
     "models",
     "providers",
@@ -165,6 +167,8 @@ class GatewayConfig:
     #: Seconds a connection has to send a whole request head, from its first byte (or
     #: from the connection's start); then it is closed.
     header_timeout_s: float = 10.0
+    #: Seconds a request body may go without a byte before it is answered 408.
+    body_idle_timeout_s: float = 30.0
     #: Connections (or requests) at once before uvicorn answers 503 (None: no limit).
     max_connections: int | None = None
     source: Path | None = None
@@ -313,6 +317,9 @@ def parse_config(table: Any, path: Path | None = None) -> GatewayConfig:
         body_budget_bytes=budget,
         header_timeout_s=_positive(
             path, f"{p}.header_timeout_s", table.get("header_timeout_s", 10)
+        ),
+        body_idle_timeout_s=_positive(
+            path, f"{p}.body_idle_timeout_s", table.get("body_idle_timeout_s", 30)
         ),
         max_connections=connections,
         source=path,

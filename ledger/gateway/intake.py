@@ -11,6 +11,9 @@ Two limits, both checked before bytes are kept:
   request still fits beside them. A body's bytes stay counted until its call ends:
   its parsed form is kept for the cascade's fallbacks until then.
 
+A body that stops arriving for ``body_idle_timeout_s`` is answered 408 and its share
+given back: a stalled client must not hold budget that others' bodies wait for.
+
 The bytes refused are never read into memory: uvicorn discards the rest of a body
 its application did not read once the answer is sent, and a client that sent
 ``Expect: 100-continue`` is answered before it sends the body at all.
@@ -18,6 +21,7 @@ its application did not read once the answer is sent, and a client that sent
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any, Final
 
@@ -41,6 +45,10 @@ class BodyTooLarge(Exception):
 
 class BodyBudgetFull(Exception):
     """The bodies in flight leave no room for this one now (HTTP 503, Retry-After)."""
+
+
+class BodyStalled(Exception):
+    """No body bytes arrived for the idle timeout (HTTP 408)."""
 
 
 class ClientGone(Exception):
@@ -100,9 +108,11 @@ async def read_body(
     reservation: Reservation,
     *,
     max_bytes: int,
+    idle_timeout_s: float,
 ) -> bytearray:
     """The whole body, counted against ``max_bytes`` and ``reservation`` before it is read
-    (the declared length) or as it arrives (chunked)."""
+    (the declared length) or as it arrives (chunked); :class:`BodyStalled` when nothing
+    arrives for ``idle_timeout_s``."""
     declared = declared_length(headers)
     if declared is not None:
         if declared > max_bytes:
@@ -110,7 +120,12 @@ async def read_body(
         reservation.grow(declared)
     body = bytearray()
     while True:
-        message = await receive()
+        try:
+            # asyncio.timeout: a timer on this task (wait_for would wrap each chunk in a task)
+            async with asyncio.timeout(idle_timeout_s):
+                message = await receive()
+        except TimeoutError:
+            raise BodyStalled from None
         if message["type"] == "http.disconnect":
             raise ClientGone
         chunk = message.get("body", b"")

@@ -142,6 +142,20 @@ def test_the_budget_is_given_back_when_bodies_are_answered_or_abandoned(
     assert released(served)
 
 
+def test_a_body_that_stops_arriving_is_408_and_gives_its_share_back(
+    gateway_with: Callable[..., Served],
+) -> None:
+    served = gateway_with(body_idle_timeout_s=0.5)
+    with connection(served) as stalled:
+        stalled.sendall(_head(31 * MB) + b'{"model": ')
+        started = time.monotonic()
+        status, headers = answer_head(stalled)
+        assert status == 408 and headers["connection"] == "close"
+        assert time.monotonic() - started < 3
+    assert released(served)
+    assert post_small(served).status_code == 200
+
+
 def test_a_chunked_body_over_the_cap_is_413(gateway_with: Callable[..., Served]) -> None:
     served = gateway_with(max_body_bytes=MB, body_budget_bytes=4 * MB)
     chunks = (b"x" * 65536 for _ in range(20))
