@@ -78,9 +78,10 @@ class Inbound:
 
 
 def _json(raw: bytes | bytearray, what: str) -> Any:
-    """``raw`` decoded by msgspec (a third of json's time, on the event loop; it refuses
-    lone surrogates, and nesting past its depth limit as RecursionError); ``BadRequest``
-    says why not, naming ``what``."""
+    """``raw`` decoded by msgspec (half of json's time, bench/bench_gateway_decode.py; on
+    the event loop, as a thread would hold the GIL as long; it refuses lone surrogates,
+    and nesting past the recursion limit as RecursionError); ``BadRequest`` says why
+    not, naming ``what``."""
     try:
         return _decode(raw)
     except RecursionError:
