@@ -9,6 +9,7 @@ cascade's plan (ADR-0014), refusals by the ADR-0016 limiter and the budget guard
 * :mod:`.config`: ``[tool.ledger.gateway]`` / ``ledger.toml [gateway]``
 * :mod:`.auth`: gateway keys, stored as SHA-256 digests
 * :mod:`.inbound`: one request's wire, body, model and identity
+* :mod:`.intake`: reading request bodies, bounded per request and across requests
 * :mod:`.upstream`: one attempt's request and its metered exchange
 * :mod:`.http1`: the lean keep-alive HTTP/1.1 pool the upstream calls go through
 * :mod:`.cache`: the response cache (whole answers and completed streams)

@@ -35,6 +35,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
 from ledger.attempt import Recorder
@@ -51,6 +52,17 @@ from ledger.gateway.auth import KeyTable, presented_key
 from ledger.gateway.cache import MAX_STREAM_BYTES, Answer, Capture, GatewayCache, cacheable
 from ledger.gateway.config import GatewayConfig, GatewayKey, Target, Wire, load_config
 from ledger.gateway.inbound import BadRequest, Inbound, parse
+from ledger.gateway.intake import (
+    BUSY_RETRY_AFTER_S,
+    BodyBudget,
+    BodyBudgetFull,
+    BodyStalled,
+    BodyTooLarge,
+    ClientGone,
+    Reservation,
+    declared_length,
+    read_body,
+)
 from ledger.gateway.relay import Caller, Outcome, bodies_for
 from ledger.gateway.translate import Untranslatable
 from ledger.gateway.upstream import Upstreams
@@ -62,6 +74,7 @@ from ledger.resilience.middleware import ResilienceMiddleware
 if TYPE_CHECKING:
     from ledger.budgets.guard import BudgetGuard
     from ledger.budgets.shared import SharedBudgetGuard
+    from ledger.events import UsageEvent
     from ledger.otel.receiver import OTLPReceiver
     from ledger.resilience.redis_backend import RedisConnections
 
@@ -74,12 +87,13 @@ log = logging.getLogger("ledger.gateway")
 
 ROUTES: Final[dict[str, Wire]] = {"/v1/chat/completions": "chat", "/v1/messages": "messages"}
 TRACES: Final = "/v1/traces"
-#: A request body larger than this is refused (413) before it is read further.
-MAX_BODY_BYTES: Final = 32 * 1024 * 1024
 #: The key prefix of the gateway's limiter windows and cache entries in Redis.
 REDIS_PREFIX: Final = "ledger:gateway:"
 #: Where the authenticated key travels from the auth step to the limiter's key.
 KEY_STATE: Final = "ledger.gateway.key"
+#: The tags of the key a ``/v1/traces`` request presented, for the rows its spans make
+#: (the receiver records synchronously inside the request's task, so it sees them).
+_TRACE_KEY_TAGS: ContextVar[Mapping[str, str]] = ContextVar("ledger_gateway_trace_tags")
 
 
 class KeyIdentity(ClientIdentity):
@@ -100,6 +114,12 @@ def _refusal(scope: Scope, exc: TooManyRequests) -> HTTPResponse:
     )
 
 
+def _busy(wire: Wire) -> HTTPResponse:
+    """The answer to a request whose body does not fit the body budget now."""
+    message = "the gateway is busy reading other large request bodies; retry shortly"
+    return error_response(wire, 503, message, code="overloaded", retry_after=BUSY_RETRY_AFTER_S)
+
+
 def _headers(scope: Scope) -> dict[bytes, bytes]:
     return {k.lower(): v for k, v in scope.get("headers") or ()}
 
@@ -109,30 +129,6 @@ async def _send_answer(send: Send, answer: HTTPResponse) -> None:
     headers = [*headers, (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-class _TooLarge(Exception):
-    """The request body passed :data:`MAX_BODY_BYTES`."""
-
-
-class _Gone(Exception):
-    """The client disconnected before its request body arrived."""
-
-
-async def _read_body(receive: Receive) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _Gone
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _TooLarge
-        parts.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(parts)
 
 
 class GatewayApp:
@@ -182,6 +178,7 @@ class GatewayApp:
             refusal=_refusal,
         )
         self._in_flight = 0
+        self.bodies = BodyBudget(config.body_budget_bytes)
         self.otlp = _receiver(self.upstreams.recorder) if config.otlp else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -215,12 +212,37 @@ class GatewayApp:
             return
         scope.setdefault("state", {})[KEY_STATE] = found
         if path == TRACES and self.otlp is not None:
-            await self.otlp(scope, receive, send)
+            await self._traces(scope, receive, send, headers, found)
             return
         if wire is None:
             await self._models(headers, send)
             return
         await self._call_app(scope, receive, send)
+
+    async def _traces(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: Mapping[bytes, bytes],
+        key: GatewayKey | None,
+    ) -> None:
+        """OTLP in: its declared body counted in the body budget while it is handled (the
+        receiver enforces its own per-request cap), its rows tagged with the key's tags."""
+        assert self.otlp is not None
+        reservation = Reservation(self.bodies)
+        declared = declared_length(headers)
+        try:
+            reservation.grow(min(declared or 0, self.otlp.max_body_bytes + 1))
+        except BodyBudgetFull:
+            await _send_answer(send, _busy("chat"))
+            return
+        token = _TRACE_KEY_TAGS.set(key.tags if key is not None else {})
+        try:
+            await self.otlp(scope, receive, send)
+        finally:
+            _TRACE_KEY_TAGS.reset(token)
+            reservation.release()
 
     async def _models(self, headers: Mapping[bytes, bytes], send: Send) -> None:
         names = sorted(self.config.models)
@@ -261,17 +283,39 @@ class GatewayApp:
         key: GatewayKey | None = scope["state"].get(KEY_STATE)
         model: str | None = None
         self._in_flight += 1
+        reservation = Reservation(self.bodies)
         try:
+            headers = _headers(scope)
             try:
-                raw = await _read_body(receive)
-            except _TooLarge:
-                await _send_answer(send, error_response(wire, 413, "request body too large"))
+                raw = await read_body(
+                    receive,
+                    headers,
+                    reservation,
+                    max_bytes=self.config.max_body_bytes,
+                    idle_timeout_s=self.config.body_idle_timeout_s,
+                )
+            except BodyTooLarge:
+                limit = self.config.max_body_bytes
+                message = f"request body too large (the limit is {limit} bytes)"
+                await _send_answer(send, error_response(wire, 413, message))
                 outcome.status = 413
                 return
-            except _Gone:
+            except BodyBudgetFull:
+                outcome.status = 503
+                await _send_answer(send, _busy(wire))
+                return
+            except BodyStalled:
+                outcome.status = 408
+                idle = self.config.body_idle_timeout_s
+                message = f"the request body stopped arriving (nothing for {idle:g} s)"
+                status, answer_headers, body = error_response(wire, 408, message)
+                # The client is not sending: nothing more will come on this connection.
+                closing = [*answer_headers, (b"connection", b"close")]
+                await _send_answer(send, (status, closing, body))
+                return
+            except ClientGone:
                 outcome.status = 499  # nginx's "client closed request": nothing was sent
                 return
-            headers = _headers(scope)
             try:
                 inbound = parse(wire, raw, headers, key.tags if key is not None else {})
                 model = inbound.model
@@ -315,6 +359,7 @@ class GatewayApp:
                 ),
             )
         finally:
+            reservation.release()
             self._in_flight -= 1
             log_access(scope, started, t0, outcome, key, model)
 
@@ -421,7 +466,15 @@ def _receiver(recorder: Recorder) -> OTLPReceiver:
             f"otlp = true needs the OpenTelemetry packages ({exc.name} is missing): "
             "pip install 'ledger[otel]'"
         ) from None
-    return OTLPReceiver(recorder.record)
+
+    def record(event: UsageEvent) -> str:
+        # Every row made through a key carries its tags, the key's winning (as for calls).
+        key_tags = _TRACE_KEY_TAGS.get({})
+        if key_tags:
+            event.tags = {**(event.tags or {}), **key_tags}
+        return recorder.record(event)
+
+    return OTLPReceiver(record)
 
 
 async def _disconnect(receive: Receive) -> None:
@@ -490,6 +543,10 @@ def create_app(
 def from_environment() -> GatewayApp:
     """``uvicorn --factory ledger.gateway.app:from_environment``: the configuration file
     found from the working directory (or ``LEDGER_GATEWAY_FILE``)."""
+    from ledger.gateway.serve import configure_server
+
     if os.environ.get(ACCESS_LOG_ENV) == "1":
         configure_access_log()
-    return create_app(load_config())
+    config = load_config()
+    configure_server(config)  # a worker of `ledger gateway --workers N`: its connections
+    return create_app(config)

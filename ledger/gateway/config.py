@@ -17,6 +17,11 @@ or ``pyproject.toml`` with ``[tool.ledger.gateway]`` from the working directory 
     budgets = true                     # refuse calls that could cross [tool.ledger.budgets]
     redis_url = "redis://127.0.0.1:6379/0"   # share limiter and cache between workers
     otlp = true                        # also take OTLP/HTTP traces on POST /v1/traces
+    max_body_bytes = 33554432          # a larger request body: 413 before it is read
+    body_budget_bytes = 50331648       # request bodies in flight at once; beyond: 503
+    header_timeout_s = 10              # a connection's request head must be in by then
+    body_idle_timeout_s = 30           # a body silent this long: 408
+    max_connections = 4096             # beyond: 503 at once (default: no limit)
 
     [tool.ledger.gateway.models]       # a public name -> the ADR-0014 chain, tried in order
     "gpt-4o-mini" = ["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5-20251001"]
@@ -44,6 +49,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, NoReturn
 
 from ledger.errors import ConfigurationError
+from ledger.gateway.intake import BODY_BUDGET_BYTES, MAX_BODY_BYTES
 from ledger.providers import PROVIDERS
 from ledger.resilience.config import parse_rate
 from ledger.resilience.identity import ClientIdentity
@@ -69,6 +75,11 @@ _SETTINGS: Final = (
     "otlp",
     "default_retry_after_s",
     "timeout_s",
+    "max_body_bytes",
+    "body_budget_bytes",
+    "header_timeout_s",
+    "body_idle_timeout_s",
+    "max_connections",
     "models",
     "providers",
     "keys",
@@ -149,6 +160,17 @@ class GatewayConfig:
     otlp: bool = False
     default_retry_after_s: float = 30.0
     timeout_s: float = 600.0
+    #: A request body larger than this is refused (413) before it is read.
+    max_body_bytes: int = MAX_BODY_BYTES
+    #: The bytes of request bodies in flight at once (:mod:`ledger.gateway.intake`).
+    body_budget_bytes: int = BODY_BUDGET_BYTES
+    #: Seconds a connection has to send a whole request head, from its first byte (or
+    #: from the connection's start); then it is closed.
+    header_timeout_s: float = 10.0
+    #: Seconds a request body may go without a byte before it is answered 408.
+    body_idle_timeout_s: float = 30.0
+    #: Connections (or requests) at once before uvicorn answers 503 (None: no limit).
+    max_connections: int | None = None
     source: Path | None = None
 
     def chain(self, public: str) -> tuple[Target, ...] | None:
@@ -261,6 +283,16 @@ def parse_config(table: Any, path: Path | None = None) -> GatewayConfig:
         ClientIdentity.from_spec(proxies)
     except ConfigurationError:
         _fail(path, f"{p}.trusted_proxies", "a hop count or comma-separated networks", proxies)
+    max_body = _count(path, f"{p}.max_body_bytes", table.get("max_body_bytes", MAX_BODY_BYTES))
+    budget = _count(
+        path, f"{p}.body_budget_bytes", table.get("body_budget_bytes", BODY_BUDGET_BYTES)
+    )
+    if budget < max_body:
+        # else a body under the cap could never be admitted, even alone
+        _fail(path, f"{p}.body_budget_bytes", f"at least max_body_bytes ({max_body})", budget)
+    connections = table.get("max_connections")
+    if connections is not None:
+        connections = _count(path, f"{p}.max_connections", connections)
     return GatewayConfig(
         models=models,
         passthrough=passthrough,
@@ -281,6 +313,15 @@ def parse_config(table: Any, path: Path | None = None) -> GatewayConfig:
             path, f"{p}.default_retry_after_s", table.get("default_retry_after_s", 30)
         ),
         timeout_s=_positive(path, f"{p}.timeout_s", table.get("timeout_s", 600)),
+        max_body_bytes=max_body,
+        body_budget_bytes=budget,
+        header_timeout_s=_positive(
+            path, f"{p}.header_timeout_s", table.get("header_timeout_s", 10)
+        ),
+        body_idle_timeout_s=_positive(
+            path, f"{p}.body_idle_timeout_s", table.get("body_idle_timeout_s", 30)
+        ),
+        max_connections=connections,
         source=path,
     )
 
@@ -305,6 +346,12 @@ def _positive(path: Path | None, key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         _fail(path, key, "a positive number of seconds", value)
     return float(value)
+
+
+def _count(path: Path | None, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        _fail(path, key, "a positive whole number", value)
+    return value
 
 
 def _routable(path: Path | None, key: str, name: Any) -> str:

@@ -20,10 +20,12 @@ The body's ``session_id`` is consumed here: no provider receives it as sent
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+import msgspec
 
 from ledger.attempt import Call
 from ledger.gateway.config import Wire
@@ -33,6 +35,14 @@ ACTOR_HEADERS: Final = (b"x-actor-id", b"x-ledger-actor-id")
 TAGS_HEADER: Final = b"x-ledger-tags"
 LOCALE_HEADER: Final = b"x-ledger-locale"
 PAUSED_HEADER: Final = b"x-ledger-paused"
+
+#: A ``\\uD800``-``\\uDFFF`` escape not part of a surrogate pair: JSON that names no
+#: Unicode character (Python's json would take it and fail later, encoding it upstream).
+_LONE_SURROGATE: Final = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+_decode: Final = msgspec.json.decode
 
 
 class BadRequest(ValueError):
@@ -67,6 +77,26 @@ class Inbound:
         return isinstance(options, dict) and options.get("include_usage") is True
 
 
+def _json(raw: bytes | bytearray, what: str) -> Any:
+    """``raw`` decoded by msgspec (half of json's time, bench/bench_gateway_decode.py; on
+    the event loop, as a thread would hold the GIL as long; it refuses lone surrogates,
+    and nesting past the recursion limit as RecursionError); ``BadRequest`` says why
+    not, naming ``what``."""
+    try:
+        return _decode(raw)
+    except RecursionError:
+        raise BadRequest(f"{what} is nested too deeply") from None
+    except msgspec.DecodeError as exc:
+        if _LONE_SURROGATE.search(raw):
+            raise BadRequest(
+                f"{what} holds an unpaired UTF-16 surrogate escape (\\ud800-\\udfff), "
+                "which is not a Unicode character"
+            ) from None
+        raise BadRequest(f"{what} is not JSON ({exc})") from None
+    except msgspec.ValidationError as exc:  # a number out of float's range
+        raise BadRequest(f"{what} is not JSON this gateway can read ({exc})") from None
+
+
 def _header(headers: Mapping[bytes, bytes], names: tuple[bytes, ...]) -> str | None:
     for name in names:
         value = headers.get(name)
@@ -87,10 +117,7 @@ def identity_of(
             raise BadRequest("session_id must be a string")
     tags: dict[str, Any] | None = None
     if (raw := headers.get(TAGS_HEADER)) is not None:
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            raise BadRequest("x-ledger-tags must be a JSON object") from None
+        parsed = _json(raw, "x-ledger-tags")
         if not isinstance(parsed, dict):
             raise BadRequest("x-ledger-tags must be a JSON object")
         tags = parsed
@@ -118,13 +145,13 @@ def identity_of(
 
 
 def parse(
-    wire: Wire, raw: bytes, headers: Mapping[bytes, bytes], key_tags: Mapping[str, str]
+    wire: Wire,
+    raw: bytes | bytearray,
+    headers: Mapping[bytes, bytes],
+    key_tags: Mapping[str, str],
 ) -> Inbound:
     """The request in ``raw``; ``BadRequest`` names what is wrong."""
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise BadRequest("the request body is not JSON") from None
+    body = _json(raw, "the request body")
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
     model = body.get("model")

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.trace import SpanKind
 
 from ledger.simulator import Simulator
-from tests.gateway.conftest import KEY, Served, sim_table
+from tests.gateway.conftest import KEY, OTHER_KEY, Served, sim_table
 from tests.llm_loopback import Rows
 from tests.otel.test_mapping import OPENAI_V2
 
@@ -64,6 +64,19 @@ def test_spans_sent_to_the_gateway_become_rows_beside_its_calls(
     )
     assert answer.status_code == 200
     assert len(rows.wait(2)) == 2
+
+
+def test_span_rows_carry_the_tags_of_the_key_that_sent_them(
+    sim: tuple[Simulator, str], serve_gateway: Callable[..., Served], rows: Rows
+) -> None:
+    served = serve_gateway(sim_table(sim[1], otlp=True))
+    assert export_one_span(served.url, {"authorization": f"Bearer {KEY}"}) == [
+        SpanExportResult.SUCCESS
+    ]
+    assert export_one_span(served.url, {"x-api-key": OTHER_KEY}) == [SpanExportResult.SUCCESS]
+    first, second = rows.wait(2)
+    assert first.tags == {"team": "search"}
+    assert second.tags == {"team": "ops"}
 
 
 def test_traces_need_a_gateway_key_and_a_gateway_without_otlp_has_no_such_route(
