@@ -258,8 +258,9 @@ def prepare(
 ) -> Prepared:
     """Build the request: the sticky key only where the capability is true, routing only
     where the provider routes. ``policy`` (for ``target.model``) is applied where the
-    provider routes: the session's arm is drawn from the key sent (the call id without
-    one), and the treatment arm's body carries the policy's provider fields."""
+    provider routes: the session's arm is drawn from the key sent, else the session's
+    own key (sent or not, a conversation keeps its arm), else the call id; the
+    treatment arm's body carries the policy's provider fields."""
     provider = target.provider
     caps = provider.capabilities
     key = None
@@ -281,9 +282,12 @@ def prepare(
     http = provider.build_request(request)
     arm: Arm | None = None
     if policy is not None and caps.provider_routing:
-        arm = arm_for(
-            policy.id, provider.sent_session_key(http.body) or target.call_id, policy.holdout_share
+        unit = provider.sent_session_key(http.body) or (
+            session_key(call.session_id, call.actor_id, prefix=session_prefix)
+            if call.session_id
+            else target.call_id
         )
+        arm = arm_for(policy.id, unit, policy.holdout_share)
         if arm == "treatment":
             apply_to(http.body, policy)
     sent_key, sent_sort, sent_order = sent_values(provider, http.body)

@@ -25,10 +25,12 @@ from rich.console import Console
 from sqlalchemy.engine import URL
 
 from ledger.analytics import Analytics, Filters
+from ledger.cli.policy import DEFAULT_HOLDOUT, print_effect
 from ledger.cli.report import open_analytics, report
 from ledger.cli.tables import print_frame, safe
 from ledger.demo import DEFAULT_CALLS, DemoStats, next_start, run_demo
 from ledger.demo.workload import WORSE_UPSTREAM
+from ledger.policies import active_policies, all_policies, start_policy
 from ledger.schema import token_usage
 from ledger.store.engine import database_url, display_url, make_engine
 from ledger.store.migrate import upgrade
@@ -151,6 +153,9 @@ def print_summary(console: Console, stats: DemoStats, analytics: Analytics, url:
     console.print(f"ledger: {display_url(url)}\nanalytics (DuckDB): {where}")
 
 
+#: Seconds in the 30-day month the monthly figures are given in.
+MONTH_S: Final = 30 * 86_400
+
 SCORECARD: Final = ["upstream", "attempts", "error_rate", "p95_latency_ms", "token_hit_rate",
                     "sessions_pinned"]  # fmt: skip
 SCORECARD_HEADERS: Final = {
@@ -179,6 +184,78 @@ def print_before_after(
                         headers=SCORECARD_HEADERS)  # fmt: skip
             for row in verdict.itertuples(index=False):
                 console.print(f"  {label}: {safe(row.headline)}", highlight=False, markup=False)
+
+
+def monthly_effects(analytics: Analytics) -> dict[str, Any]:
+    """The verdict's projected monthly effect (USD) per model, where it gives one."""
+    verdicts = analytics.provider_order_verdict()
+    return {
+        str(r.requested_model): r.monthly_effect_usd
+        for r in verdicts.itertuples(index=False)
+        if r.monthly_effect_usd is not None and r.monthly_effect_usd == r.monthly_effect_usd
+    }
+
+
+def start_experiments(url: URL, routing: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """A policy per recommended model (its active one kept when it has one): id by model."""
+    engine = make_engine(url)
+    try:
+        active = {p.requested_model: p.id for p in active_policies(engine)}
+        for model, provider in sorted(routing.items()):
+            if model not in active:
+                active[model] = start_policy(
+                    engine,
+                    model=model,
+                    provider=provider,
+                    holdout_share=DEFAULT_HOLDOUT,
+                    by="ledger demo",
+                    reason="a warranted verdict, applied as an experiment",
+                    now=dt.datetime.now(dt.UTC),
+                )
+    finally:
+        engine.dispose()
+    return {model: active[model] for model in routing}
+
+
+def print_experiments(
+    console: Console,
+    analytics: Analytics,
+    policies: dict[str, int],
+    predicted: dict[str, Any],
+    stats: DemoStats,
+) -> None:
+    """Per policy: treatment against holdout, and the verdict's prediction beside it."""
+    console.rule("[bold]the recommendations as experiments: predicted and measured")
+    span = (
+        (stats.last_at - stats.first_at).total_seconds() if stats.first_at and stats.last_at else 0
+    )
+    engine = make_engine(analytics.url)
+    try:
+        rows = {r.id: r for r in all_policies(engine)}
+    finally:
+        engine.dispose()
+    for model, policy_id in sorted(policies.items()):
+        found = analytics.experiment(policy_id)
+        print_effect(console, rows[policy_id], found)
+        attempts = found.treatment.attempts + found.holdout.attempts
+        delta = found.cost_per_attempt
+        if (
+            span > 0
+            and delta.value is not None
+            and delta.low is not None
+            and delta.high is not None
+        ):
+            scale = attempts * MONTH_S / span
+            console.print(
+                f"  measured: {delta.value * scale:+.2f} USD a month at this run's traffic "
+                f"(95 % interval {delta.low * scale:+.2f} to {delta.high * scale:+.2f})",
+                markup=False,
+            )
+        if model in predicted:
+            console.print(
+                f"  predicted by the verdict before: {float(predicted[model]):+.2f} USD a month",
+                markup=False,
+            )
 
 
 def open_dashboard() -> None:
@@ -216,6 +293,12 @@ def open_dashboard() -> None:
     is_flag=True,
     help="Replay the workload sending each warranted verdict's provider object; show the change.",
 )
+@click.option(
+    "--as-experiment",
+    is_flag=True,
+    help="Apply each warranted verdict's provider object as a policy with a holdout, replay "
+    "the workload, and measure the change (ledger policy status).",
+)
 @click.pass_context
 def demo(
     ctx: click.Context,
@@ -224,6 +307,7 @@ def demo(
     no_dashboard: bool,
     fresh: bool,
     apply_recommendations: bool,
+    as_experiment: bool,
 ) -> None:
     """Simulated multi-agent traffic through the real client into the ledger, then the report.
 
@@ -239,13 +323,20 @@ def demo(
     out = Console()
     err = Console(stderr=True)
     routing: dict[str, dict[str, Any]] = {}
-    if apply_recommendations:
+    predicted: dict[str, Any] = {}
+    if apply_recommendations and as_experiment:
+        raise click.UsageError("--apply-recommendations and --as-experiment: choose one")
+    if apply_recommendations or as_experiment:
         with open_analytics(err) as analytics:
             routing = analytics.recommendations()
+            predicted = monthly_effects(analytics)
         if not routing:
             raise click.UsageError(  # exit 2, like every "the ledger cannot answer this"
                 "no verdict in this ledger recommends a change: run `ledger demo` first"
             )
+    policies = start_experiments(url, routing) if as_experiment else {}
+    if as_experiment:
+        routing = {}  # sent by the clients through the policies, with their holdouts
     before = count_rows(url)
     if fresh and before:
         err.print(f"--fresh: deleted {empty_ledger(url):,} rows from {display_url(url)}")
@@ -266,6 +357,8 @@ def demo(
         print_summary(out, stats, analytics, url)
         if routing:
             print_before_after(out, analytics, routing, start)
+        if policies:
+            print_experiments(out, analytics, policies, predicted, stats)
     next_steps(out, command)
     if not (no_dashboard or os.environ.get("CI", "").lower() == "true"):  # CI: never block
         open_dashboard()

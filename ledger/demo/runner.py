@@ -33,6 +33,7 @@ from ledger.demo import workload as wl
 from ledger.demo.wiring import SimulatedClients, simulated_clients
 from ledger.errors import AllProvidersFailed, ProviderError
 from ledger.events import UsageEvent
+from ledger.policies import PolicyBook
 from ledger.resilience.cache import ResponseCache
 from ledger.resilience.recording import CachedCall, Turn
 from ledger.schema import token_usage
@@ -93,6 +94,14 @@ class _Tally:
     def record(self, event: UsageEvent) -> str:
         self._stats.note(event)
         return self._ledger.record(event)
+
+    def begin_attempt(self, event: UsageEvent) -> None:
+        self._ledger.begin_attempt(event)
+
+    @property
+    def policies(self) -> PolicyBook:
+        """The ledger's routing policies, which the demo's clients apply (ledger policy)."""
+        return self._ledger.policies
 
 
 @dataclass(slots=True)

@@ -233,7 +233,12 @@ class Meter:
         policy = self._policy_for(provider, model) if inject else None
         arm: Arm | None = None
         if policy is not None:
-            arm = arm_for(policy.id, sent_key or call_id, policy.holdout_share)
+            unit = sent_key or (
+                session_key(ctx.session_id, ctx.actor_id, prefix=self.session_prefix)
+                if ctx.session_id
+                else call_id
+            )
+            arm = arm_for(policy.id, unit, policy.holdout_share)
             if arm == "treatment":
                 apply_to(data, policy)
                 changed = True

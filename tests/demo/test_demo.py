@@ -193,3 +193,30 @@ def test_sessions_overlap_in_virtual_time_and_each_session_stays_in_order(
     for own in spans.values():
         own.sort()
         assert all(b[0] >= a[1] - 1e-6 for a, b in itertools.pairwise(own))
+
+
+def test_ledger_demo_as_an_experiment_holds_sessions_out_and_measures_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    monkeypatch.setenv("LEDGER_DATABASE_URL", url)
+    monkeypatch.setenv("LEDGER_ANALYTICS_PATH", str(tmp_path / "analytics.duckdb"))
+    runner = CliRunner()
+    first = runner.invoke(cli, ["demo", "--calls", "2500", "--no-dashboard"])
+    assert first.exit_code == 0, first.output
+    cut = max(_utc(r["started_at"]) for r in _rows(url))
+    second = runner.invoke(
+        cli, ["demo", "--calls", "2500", "--no-dashboard", "--as-experiment"],
+        env={"COLUMNS": "120"},
+    )  # fmt: skip
+    assert second.exit_code == 0, second.output
+    assert "predicted and measured" in second.output
+    assert "treatment" in second.output and "holdout" in second.output
+    after = [r for r in _rows(url) if _utc(r["started_at"]) > cut and r["policy_id"] is not None]
+    assert after, "no call was sent under a policy"
+    arms: dict[tuple[Any, Any], set[str]] = {}
+    for r in after:
+        arms.setdefault((r["session_id"], r["actor_id"]), set()).add(r["arm"])
+    assert all(len(a) == 1 for a in arms.values())  # a session keeps its arm
+    held = sum(a == {"holdout"} for a in arms.values()) / len(arms)
+    assert 0.04 < held < 0.35  # the 15 % holdout, within sampling error
