@@ -51,6 +51,7 @@ from ledger.gateway.answers import JSON, NO_STORE, error_response
 from ledger.gateway.auth import KeyTable, presented_key
 from ledger.gateway.cache import MAX_STREAM_BYTES, Answer, Capture, GatewayCache, cacheable
 from ledger.gateway.config import GatewayConfig, GatewayKey, Target, Wire, load_config
+from ledger.gateway.connections import configure_server
 from ledger.gateway.inbound import BadRequest, Inbound, parse
 from ledger.gateway.intake import (
     BUSY_RETRY_AFTER_S,
@@ -543,8 +544,6 @@ def create_app(
 def from_environment() -> GatewayApp:
     """``uvicorn --factory ledger.gateway.app:from_environment``: the configuration file
     found from the working directory (or ``LEDGER_GATEWAY_FILE``)."""
-    from ledger.gateway.serve import configure_server
-
     if os.environ.get(ACCESS_LOG_ENV) == "1":
         configure_access_log()
     config = load_config()

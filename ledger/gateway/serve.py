@@ -9,74 +9,21 @@ Several workers (``workers > 1``) each load the configuration themselves
 (:func:`ledger.gateway.app.from_environment`); give them ``redis_url`` so the
 rate limiter counts across them.
 
-Connections that never finish a request: uvicorn closes an idle keep-alive
-connection after ``timeout_keep_alive`` (5 s), but that timer runs only after a
-response and any byte stops it, and nothing times a connection that has not sent
-its request head yet, so idle or trickling (slowloris) connections were held for
-ever, one file descriptor each. :class:`HeadTimeoutProtocol` gives every request
-head ``header_timeout_s`` from its first byte (the first one: from the connection's
-start) and closes the connection when it is not complete by then. ``max_connections``
-is uvicorn's ``limit_concurrency`` (beyond it, 503 at once).
+Connections that never finish their request head are closed in time
+(:mod:`ledger.gateway.connections`); ``max_connections`` is uvicorn's
+``limit_concurrency`` (beyond it, 503 at once).
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-from typing import Any, ClassVar
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from ledger.gateway.access_log import ACCESS_LOG_ENV, configure_access_log
 from ledger.gateway.app import create_app
 from ledger.gateway.config import ENV_GATEWAY_FILE, GatewayConfig
-
-
-class HeadTimeoutProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with a deadline for each request head."""
-
-    #: Set from the configuration by :func:`serve` (and each worker's app factory).
-    head_timeout_s: ClassVar[float] = 10.0
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._head_timer: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm_head_timer()
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        if self._head_timer is None:  # the next request on a kept-alive connection
-            self._arm_head_timer()
-
-    def on_headers_complete(self) -> None:
-        self._disarm_head_timer()
-        super().on_headers_complete()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm_head_timer()
-        super().connection_lost(exc)
-
-    def _arm_head_timer(self) -> None:
-        self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_expired)
-
-    def _disarm_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_expired(self) -> None:
-        self._head_timer = None
-        if not self.transport.is_closing():
-            self.transport.close()
-
-
-def configure_server(config: GatewayConfig) -> None:
-    """What the configuration says about connections, for :class:`HeadTimeoutProtocol`."""
-    HeadTimeoutProtocol.head_timeout_s = config.header_timeout_s
+from ledger.gateway.connections import HeadTimeoutProtocol, configure_server
 
 
 def serve(
