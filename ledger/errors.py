@@ -6,11 +6,15 @@
     ├── ConfigurationError           a setting or URL cannot be used as given
     │   ├── ProviderConfigurationError   a provider is misdeclared or lacks a key/URL
     │   ├── BudgetConfigurationError     a budgets file is invalid (file, key, what was expected)
-    │   └── PriceConfigurationError      a price-override file is invalid (file, key, expected)
+    │   ├── PriceConfigurationError      a price-override file is invalid (file, key, expected)
+    │   ├── GatewayConfigurationError    a gateway file is invalid (ledger.gateway.config)
+    │   └── BadRetention                 a retention period cannot be used (ledger.store.retention)
     ├── DatabaseError                the ledger database cannot serve a command
     │   ├── LedgerMissing            the SQLite ledger file does not exist (never created)
     │   ├── DatabaseUnreachable      connecting failed (down, wrong host, bad credentials)
-    │   └── SchemaOutOfDate          the schema is not at the code's Alembic head
+    │   ├── SchemaOutOfDate          the schema is not at the code's Alembic head
+    │   └── AnalyticsBusy            another process holds the analytics file (ledger.analytics.local)
+    ├── InstrumentationError         strict metering could not parse or record an attempt
     ├── JournalError                 the journal cannot be created or written (also an OSError)
     ├── ReadOnlyQuery                ad hoc SQL would change the analytics copy: refused
     ├── PolicyError                  a routing policy cannot be started or stopped as asked

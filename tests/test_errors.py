@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import inspect
+import pkgutil
+import re
 
 import httpx
 import pytest
 
+import ledger
 from ledger import errors
 from ledger.errors import (
     ProviderTimeout,
@@ -76,7 +80,18 @@ def test_key_shaped_strings_are_redacted() -> None:
 
 
 def test_the_tree_is_drawn_in_the_module_docstring() -> None:
+    """Every LedgerError of the package, wherever it is defined, is in the drawn tree."""
+    for module in pkgutil.walk_packages(ledger.__path__, "ledger."):
+        importlib.import_module(module.name)
     doc = errors.__doc__ or ""
+    drawn = set(re.findall(r"[├└]── (\w+)", doc))
+    found, todo = set(), [errors.LedgerError]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__module__.startswith("ledger.") and not sub.__name__.startswith("_"):
+                found.add(sub.__name__)
+                todo.append(sub)
+    assert found <= drawn, sorted(found - drawn)
     for name, cls in inspect.getmembers(errors, inspect.isclass):
         if issubclass(cls, errors.LedgerError):
             assert name in doc, name
