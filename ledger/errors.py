@@ -13,7 +13,7 @@
     │   ├── LedgerMissing            the SQLite ledger file does not exist (never created)
     │   ├── DatabaseUnreachable      connecting failed (down, wrong host, bad credentials)
     │   ├── SchemaOutOfDate          the schema is not at the code's Alembic head
-    │   └── AnalyticsBusy            another process holds the analytics file (ledger.analytics.local)
+    │   └── AnalyticsBusy            another process holds the analytics file (analytics.local)
     ├── InstrumentationError         strict metering could not parse or record an attempt
     ├── JournalError                 the journal cannot be created or written (also an OSError)
     ├── ReadOnlyQuery                ad hoc SQL would change the analytics copy: refused
