@@ -37,7 +37,7 @@ from ledger.events import (
 )
 from ledger.policies import Policy, PolicySource, apply_to, arm_for
 from ledger.price_overrides import NO_OVERRIDES, PriceBook
-from ledger.pricing import UNKNOWN, Cost, attempt_cost
+from ledger.pricing import Cost, attempt_cost
 from ledger.providers.base import ChatRequest, ErrorBody, InBandError, Parsed, Provider, Usage
 from ledger.schema import STRING_LIMITS
 from ledger.session_key import DEFAULT_PREFIX, session_key
@@ -185,7 +185,11 @@ class LazyRecorder:
         """Journal that ``prep`` is being sent, when the recorder journals (a Ledger does)."""
         self.get()
         if self._journal is not None:
-            self._journal.begin_attempt(interrupted_event(prep))
+            event = interrupted_event(prep)
+            try:
+                self._journal.begin_attempt(event)
+            except ValueError:  # a value sent that its row cannot hold: cut and named
+                self._journal.begin_attempt(recordable(event))
 
     def policies(self) -> PolicySource | None:
         """The routing policies of the recorder's database (a Ledger's), else None."""
@@ -486,19 +490,33 @@ def build_event(
 
 def interrupted_event(prep: Prepared) -> UsageEvent:
     """The row ``prep`` becomes if its process ends between sending and recording it:
-    what was known when it was sent, cost and usage unknown (see ``Ledger.begin_attempt``)."""
-    event = build_event(
-        prep,
-        latency_ms=None,
-        ttft_ms=None,
-        parsed=None,
-        error=None,
-        http_status=None,
+    what was known when it was sent, usage and cost unknown (see
+    ``Ledger.begin_attempt``). Built directly, not through :func:`build_event`: it is
+    made for every attempt, on the caller's thread, and knows no response."""
+    call, target = prep.call, prep.target
+    return UsageEvent(
+        event_id=prep.event_id,
+        call_id=target.call_id,
+        attempt=target.attempt,
+        started_at=prep.started_at,
+        session_id=call.session_id,
+        actor_id=call.actor_id,
+        session_key=prep.session_key,
+        requested_provider=target.requested_provider,
+        requested_model=target.requested_model,
+        provider=target.provider.name,
+        routing_sort=prep.routing_sort,
+        routing_order=prep.routing_order,
+        status="error",
+        error_type=INTERRUPTED,
         streamed=prep.request.stream,
-        cost=UNKNOWN,
+        paused=call.paused,
+        locale=call.locale,
+        tags=dict(call.tags) if call.tags is not None else None,
+        usage_reported=False,
+        policy_id=prep.policy_id,
+        arm=prep.arm,
     )
-    event.status, event.error_type, event.usage_reported = "error", INTERRUPTED, False
-    return event
 
 
 def _upstream(parsed: Parsed | None, error: ProviderError | None) -> str | None:
