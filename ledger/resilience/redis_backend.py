@@ -187,9 +187,9 @@ class RedisHealth:
                 return
             self._busy_warned_at = now
         log.warning(
-            "Redis connection pool busy (%s): refusing rate-limited requests with Retry-After "
-            "rather than counting them in process; raise LEDGER_REDIS_MAX_CONNECTIONS or "
-            "LEDGER_REDIS_WAIT_S",
+            "Redis connection pool busy (%s): the rate limiter refuses such requests with "
+            "Retry-After rather than counting them in process, the cache and budgets skip "
+            "Redis for them; raise LEDGER_REDIS_MAX_CONNECTIONS or LEDGER_REDIS_WAIT_S",
             exc,
         )
 
