@@ -14,6 +14,7 @@ from typing import Final
 
 import streamlit as st
 
+from dashboards import fmt
 from ledger.analytics import Filters, LedgerOptions
 
 SESSION_KEY: Final = "ledger_filters"
@@ -72,9 +73,16 @@ def sidebar(options: LedgerOptions) -> Filters:
     with st.sidebar:
         st.header("Filters")
         start, end = _time_range(options)
-        actors = st.multiselect("Agent", options.actors, key="filter_actors")
-        models = st.multiselect("Model (requested)", options.models, key="filter_models")
-        providers = st.multiselect("Provider", options.providers, key="filter_providers")
+        # ledger strings: shown escaped (fmt.printable), filtered by as stored
+        actors = st.multiselect(
+            "Agent", options.actors, key="filter_actors", format_func=fmt.printable
+        )
+        models = st.multiselect(
+            "Model (requested)", options.models, key="filter_models", format_func=fmt.printable
+        )
+        providers = st.multiselect(
+            "Provider", options.providers, key="filter_providers", format_func=fmt.printable
+        )
         key = st.radio("Session key sent", list(KEY_CHOICES), horizontal=True, key="filter_key")
     chosen = Filters(
         start=start,

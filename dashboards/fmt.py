@@ -4,7 +4,10 @@ Money arrives as ``Decimal`` (exact, as in the ledger) and is only turned into
 a float for display; the CSV download keeps the exact values. Column names
 become human labels through :data:`LABELS` (tables, chart axes, legends and
 tooltips alike). Strings from the ledger are data: :func:`plain` escapes them
-for the few Streamlit calls that parse Markdown (metric labels, captions).
+for the few Streamlit calls that parse Markdown (metric labels, captions), and
+:func:`printable` shows control characters and bidi formatting as escapes
+everywhere else (U+202E would show ``\u202eAmazon Bedrock`` as "kcordeB
+nozamA"): table cells, chart labels, legends and tooltips, filter options.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
+
+from ledger.shown import escape, unsafe_pattern
 
 RATE_SUFFIXES = ("rate", "share", "stickiness")
 #: Unit prices keep more decimals than amounts.
@@ -86,7 +91,8 @@ LABELS: dict[str, str] = {
     "used_share": "share of the limit",
 }
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: Controls but tab and line feed (a widget shows those as such), bidi formatting.
+_CONTROL = unsafe_pattern(tab=False, newline=False)
 
 
 def label(column: str) -> str:
@@ -109,8 +115,9 @@ def plain(value: object) -> str:
 
 
 def printable(value: object) -> str:
-    """Ledger text for plain-text widgets: control characters shown as ``\\x1b``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    """Ledger text for plain-text widgets: control characters shown as ``\\x1b``,
+    bidi formatting as ``\\u202e``."""
+    return _CONTROL.sub(escape, str(value))
 
 
 def printable_text(frame: pd.DataFrame) -> pd.DataFrame:
@@ -180,7 +187,7 @@ def for_display(frame: pd.DataFrame) -> pd.DataFrame:
             )
         elif is_rate(column):
             shown[column] = pd.to_numeric(shown[column], errors="coerce") * 100
-        elif shown[column].dtype == object:
+        elif shown[column].dtype == object or pd.api.types.is_string_dtype(shown[column]):
             shown[column] = shown[column].map(
                 lambda v: v if not isinstance(v, str) else printable(v)
             )
@@ -232,12 +239,19 @@ def table(
         )
     st.download_button(
         "Download CSV",
-        chosen.to_csv(index=False).encode("utf-8"),
-        file_name=f"{name}.csv",
+        chosen.to_csv(index=False).encode("utf-8"),  # the data, as stored
+        file_name=f"{file_stem(name)}.csv",
         mime="text/csv",
-        key=f"csv-{name}",
+        key=f"csv-{printable(name)}",
         on_click="ignore",
     )
+
+
+def file_stem(name: str) -> str:
+    """``name`` (which may hold a model's name) as a file name's stem: letters, digits,
+    ``.``, ``-`` and ``_`` only. A bidi override in it would show the saved file's name
+    reversed ("vsc.exe"), a slash would make it a path."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip(".") or "table"
 
 
 def duration(span: dt.timedelta) -> str:

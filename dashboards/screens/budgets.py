@@ -91,7 +91,8 @@ def closest(lines: list[BudgetStatus]) -> None:
     if subjects.empty:
         st.info("No agent or model has spent under a per-day budget on this day.")
         return
-    shown = subjects.assign(label=subjects["budget"] + " · " + subjects["subject"])
+    labels = subjects["budget"] + " · " + subjects["subject"]
+    shown = fmt.printable_text(subjects.assign(label=labels))  # agents and models: ledger text
     shown["used_text"] = shown["used_share"].map(fmt.rate)
     base = alt.Chart(shown).encode(
         y=alt.Y("label:N", sort="-x", title=None, axis=alt.Axis(labelLimit=240))
@@ -121,7 +122,7 @@ def history(frame: pd.DataFrame) -> None:
         return
     names = sorted(frame["budget"].unique())
     chosen = st.selectbox("Budget", names, key="budgets_history")
-    part = frame[frame["budget"] == chosen].copy()
+    part = fmt.printable_text(frame[frame["budget"] == chosen])  # subjects: ledger text
     for col in ("actual_usd", "limit_usd"):
         part[col] = pd.to_numeric(part[col].map(lambda v: None if v is None else float(v)))
     part["day"] = pd.to_datetime(part["day"], utc=True)

@@ -28,7 +28,7 @@ def _interval(
     verdict: pd.Series, which: str, measure: str, low: str, high: str
 ) -> dict[str, object]:
     return {
-        "upstream": f"{which}: {verdict[f'{which}_upstream']}",
+        "upstream": f"{which}: {fmt.printable(fmt.text(verdict[f'{which}_upstream']))}",
         "value": verdict[f"{which}_{measure}"],
         "low": verdict[f"{which}_{low}"],
         "high": verdict[f"{which}_{high}"],
@@ -157,7 +157,7 @@ def model_section(model: str, card: pd.DataFrame, verdict: pd.DataFrame) -> None
     st.vega_lite_chart(scorecard_frame(card), scorecard_spec(card), width="stretch")
     st.caption("Upstreams OpenRouter named are marked as such; a provider called directly "
                "is marked direct.")  # fmt: skip
-    fmt.table(card, f"upstream_scorecard_{model}".replace("/", "_"), columns=SCORECARD_COLUMNS)
+    fmt.table(card, f"upstream_scorecard_{model}", columns=SCORECARD_COLUMNS)
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from typing import Final
 import click
 
 from ledger.errors import LedgerError
+from ledger.shown import lines
 
 #: ``module:attribute`` of every top-level command, in help order.
 COMMANDS: Final = (
@@ -87,8 +88,13 @@ def main() -> None:
         code = cli(standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:
+    except click.UsageError as exc:  # about the arguments as typed: usage and hint too
         exc.show()
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        # A message may quote the ledger's strings (DuckDB's "could not convert string
+        # '…'" quotes a row's value): escaped as any ledger error's below.
+        click.echo(f"Error: {lines(exc.format_message())}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
@@ -96,8 +102,6 @@ def main() -> None:
     except LedgerError as exc:
         # A message may quote the ledger's own strings (an event id, a journal line):
         # data, so a control character in one cannot restyle or clear the terminal.
-        from ledger.cli.tables import safe_lines  # the error path only: pandas is heavy
-
-        click.echo(f"ledger: {safe_lines(str(exc))}", err=True)
+        click.echo(f"ledger: {lines(str(exc))}", err=True)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)

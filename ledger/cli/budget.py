@@ -24,6 +24,7 @@ from typing import Final, NoReturn
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ledger.analytics.api import Analytics
 from ledger.analytics.spend import known_agents
@@ -34,6 +35,7 @@ from ledger.budgets.notify import DEFAULT_RETRIES, Delivery, notify, webhook_hos
 from ledger.budgets.status import BudgetStatus, budget_status
 from ledger.cli.report import open_analytics
 from ledger.errors import ConfigurationError, DatabaseError, LedgerError
+from ledger.shown import one_line
 from ledger.store.engine import database_url, make_engine
 from ledger.store.migrate import check_schema
 
@@ -106,7 +108,7 @@ def _check_table(report: CheckReport) -> Table:
             measured_usd(r.actual_usd, r.unknown_cost_rows),
             "–" if headroom is None else usd(headroom),
             status,
-            r.reason,
+            Text(one_line(r.reason)),
         )
     return table
 
@@ -226,7 +228,12 @@ def check(
     else:
         out = Console()
         for r in report.exceeded:
-            out.print(f"[bold red]EXCEEDED[/] {r.budget} ({r.metric}): {r.reason}")
+            # a reason names its agent or model: ledger text, never markup or raw controls
+            out.print(
+                Text.assemble(
+                    ("EXCEEDED", "bold red"), one_line(f" {r.budget} ({r.metric}): {r.reason}")
+                )
+            )
         out.print(_check_table(report))
         unknown = max((r.unknown_cost_rows for r in report.results), default=0)
         if unknown:
@@ -262,7 +269,7 @@ def _status_table(lines: list[BudgetStatus], day: dt.date) -> Table:
         style = "bold red" if s.used > 1 else "yellow" if s.used > 0.8 else ""
         table.add_row(
             f"{s.budget} {s.metric}",
-            s.subject or "–",
+            Text(one_line(s.subject or "–")),  # an agent or a model: ledger text
             usd(s.limit_usd),
             measured_usd(s.spent_usd, s.unknown_cost_rows),
             "–" if s.projected_usd is None else usd(s.projected_usd),

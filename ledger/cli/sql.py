@@ -22,6 +22,7 @@ from rich.console import Console
 from ledger.analytics.readonly import check_read_only
 from ledger.cli.report import open_analytics, terminal
 from ledger.cli.tables import exact_cell, fits, frame_table, records, safe_lines
+from ledger.shown import json_escaped
 
 
 def _plain(value: Any) -> Any:
@@ -43,11 +44,14 @@ def _plain(value: Any) -> Any:
 
 
 def to_json(frame: pd.DataFrame) -> str:
+    """The rows as JSON text: non-ASCII text as written, but no character that acts
+    on a terminal (C1 controls, bidi overrides: see :func:`~ledger.shown.json_escaped`);
+    piped or shown, a parser gets the strings as stored."""
     records = [
         {col: _plain(v) for col, v in zip(frame.columns, row, strict=True)}
         for row in frame.itertuples(index=False)
     ]
-    return json.dumps(records, ensure_ascii=False, indent=1, default=str)
+    return json_escaped(json.dumps(records, ensure_ascii=False, indent=1, default=str))
 
 
 @click.command()
@@ -79,7 +83,7 @@ def sql(query: str, fmt: str) -> None:
         except duckdb.Error as exc:
             raise click.ClickException(f"query failed: {exc}") from None
     if fmt == "csv":
-        text = plain_decimals(frame).to_csv(index=False)
+        text = to_csv(frame)
         # piped, the CSV is the data as stored; on a terminal, an escape sequence in it
         # would be run, not shown
         sys.stdout.write(safe_lines(text) if sys.stdout.isatty() else text)
@@ -87,6 +91,19 @@ def sql(query: str, fmt: str) -> None:
         click.echo(to_json(frame))
     else:
         print_table(terminal(), frame)
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    """The rows as CSV, one line feed per record; a value holding a CR or LF quoted.
+
+    Python's csv writer quotes only the characters of its line terminator: with
+    ``\n``, a bare CR in a value went out unquoted and a reader took it for the end
+    of the record. Written with ``\r\n`` (every CR and LF in a value is quoted),
+    the records' own ``\r\n`` are outside quotes and become ``\n`` again."""
+    text: str = plain_decimals(frame).to_csv(index=False, lineterminator="\r\n")
+    parts = text.split('"')  # even places: outside quotes ("" inside one splits in pairs)
+    parts[::2] = [part.replace("\r\n", "\n") for part in parts[::2]]
+    return '"'.join(parts)
 
 
 def plain_decimals(frame: pd.DataFrame) -> pd.DataFrame:

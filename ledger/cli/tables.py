@@ -6,15 +6,15 @@ table is printed only at its natural width; when that is wider than the
 console, :func:`print_frame` groups rows under headings (``agent · model``)
 and, if a group still does not fit, prints each row as a block of
 ``column: value`` lines, saying so. Every cell from the ledger is plain text:
-rich markup in it is not interpreted and control characters (an ESC sequence
-in a model name) are shown escaped, so a row cannot restyle or clear the
-terminal.
+rich markup in it is not interpreted, and control characters (an ESC sequence
+in a model name) and bidi formatting (U+202E in an upstream name) are shown
+escaped (:mod:`ledger.shown`), so a row cannot restyle or clear the terminal,
+nor show its text, or the columns after it, reversed.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Final
@@ -26,9 +26,9 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from ledger.shown import lines, one_line
+
 RATE_SUFFIXES: Final = ("rate", "share", "stickiness")
-#: C0 controls (tab and newline included: a cell is one line), DEL and C1 controls.
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 #: Verdicts in words, as people say them.
 VERDICT_WORDS: Final[dict[str, str]] = {
@@ -46,16 +46,14 @@ VERDICT_STYLE: Final[dict[str, str]] = {
 
 
 def safe(value: object) -> str:
-    """``value`` as one printable line: control characters as ``\\x1b``-style escapes."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
-
-
-_CONTROL_BUT_NEWLINE: Final = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+    """``value`` as one printable line: control characters as ``\\x1b``-style escapes,
+    bidi formatting as ``\\u202e``-style ones."""
+    return one_line(value)
 
 
 def safe_lines(text: str) -> str:
-    """:func:`safe` for many lines: every control character escaped but the line break."""
-    return _CONTROL_BUT_NEWLINE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """:func:`safe` for many lines: every such character escaped but the line break."""
+    return lines(text)
 
 
 def cell(value: Any, column: str) -> str:

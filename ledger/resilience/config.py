@@ -11,8 +11,11 @@ environment variable              default       meaning
 ``LEDGER_REDIS_MAX_CONNECTIONS``  ``100``       connections per Redis client (the sync one,
                                                 one per event loop); requests beyond wait
                                                 for a free one
-``LEDGER_REDIS_TIMEOUT_S``        ``0.25``      bound on connecting, on each answer, and on
-                                                the wait for a free connection, seconds
+``LEDGER_REDIS_TIMEOUT_S``        ``0.25``      bound on connecting and on each answer,
+                                                seconds (past it, Redis is unreachable)
+``LEDGER_REDIS_WAIT_S``           ``2``         a request's deadline for a free connection,
+                                                seconds (past it, refused with Retry-After;
+                                                a busy pool is never an outage)
 ``LEDGER_CACHE_TTL_S``            ``300``       response cache TTL, seconds
 ``LEDGER_CACHE_MAX_ENTRIES``      ``1024``      local cache bound, entries
 ``LEDGER_CACHE_MAX_BYTES``        ``33554432``  local cache bound, bytes (32 MiB)
@@ -87,6 +90,7 @@ class ResilienceSettings:
     redis_prefix: str = "ledger:"
     redis_timeout_s: float = 0.25
     redis_max_connections: int = 100
+    redis_wait_s: float = 2.0
     redis_retry_interval_s: float = 5.0
     cache_ttl_s: float = 300.0
     cache_max_entries: int = 1024
@@ -105,6 +109,7 @@ class ResilienceSettings:
             redis_prefix=env.get("LEDGER_REDIS_PREFIX") or "ledger:",
             redis_timeout_s=_number(env, "LEDGER_REDIS_TIMEOUT_S", 0.25),
             redis_max_connections=_whole(env, "LEDGER_REDIS_MAX_CONNECTIONS", 100),
+            redis_wait_s=_number(env, "LEDGER_REDIS_WAIT_S", 2.0),
             cache_ttl_s=_number(env, "LEDGER_CACHE_TTL_S", 300.0),
             cache_max_entries=int(_number(env, "LEDGER_CACHE_MAX_ENTRIES", 1024)),
             cache_max_bytes=int(_number(env, "LEDGER_CACHE_MAX_BYTES", 32 * 2**20)),
@@ -128,7 +133,10 @@ class Resilience:
         self.limiter: RateLimiter = local
         if s.redis_url:
             self.connections = RedisConnections(
-                s.redis_url, timeout_s=s.redis_timeout_s, max_connections=s.redis_max_connections
+                s.redis_url,
+                timeout_s=s.redis_timeout_s,
+                max_connections=s.redis_max_connections,
+                wait_s=s.redis_wait_s,
             )
             self.health = RedisHealth(retry_interval_s=s.redis_retry_interval_s)
             self.limiter = RedisSlidingWindowLimiter(

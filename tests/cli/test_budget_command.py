@@ -227,3 +227,19 @@ def test_status_lists_agents_closest_to_their_daily_limit_with_projection(
     assert lines[0]["used"] == 0.6
     table = run("status", "--at", "2025-03-01T12:00:00Z")
     assert "planner" in table.stdout and "$6.0000" in table.stdout
+
+
+def test_agent_names_in_budget_tables_are_shown_escaped_not_run_or_styled(
+    project: Path, ledger_url: str
+) -> None:
+    (project / "pyproject.toml").write_text(
+        '[tool.ledger.budgets.daily]\nkind = "agent_day"\nlimit_usd = 1\n'
+    )
+    agent = "\u202eplanner[bold]\x1b[2J"  # a bidi override, rich markup, a clear-screen
+    insert_rows(ledger_url, [row(i, actor_id=agent, cost_usd=Decimal("1")) for i in range(3)])
+    status = run("status", "--at", "2025-03-01T12:00:00Z")
+    check = run("check", *WINDOW)
+    assert (status.exit_code, check.exit_code) == (0, 1), (status.output, check.output)
+    for output in (status.stdout, check.stdout):
+        assert "\\u202eplanner[bold]\\x1b[2J" in output
+        assert not {"\u202e", "\x1b"} & set(output)

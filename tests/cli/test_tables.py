@@ -40,3 +40,12 @@ def test_grouped_rows_keep_the_group_on_a_heading() -> None:
     assert f"planner · {'x' * 40}" in text
     assert "50.0%" in text and "25.0%" in text
     assert max(len(line) for line in text.splitlines()) <= 50
+
+
+def test_safe_shows_bidi_formatting_escaped_and_other_scripts_as_written() -> None:
+    assert safe("\u202eAmazon Bedrock") == "\\u202eAmazon Bedrock"
+    bidi = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028"
+    assert safe(bidi) == "".join(f"\\u{ord(c):04x}" for c in bidi)
+    # Arabic, Hebrew, accents and an emoji joined by U+200D are text, not formatting
+    for text in ("نموذج", "מודל", "café", "\U0001f469\u200d\U0001f4bb"):
+        assert safe(text) == text

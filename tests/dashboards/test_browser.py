@@ -352,3 +352,75 @@ def test_every_page_at_1440_and_390_px_on_an_empty_ledger(empty_url: str, tmp_pa
             page.close()
         browser.close()
     assert len(list(artifacts.glob("*.png"))) == len(PAGES) * len(WIDTHS)
+
+
+#: A right-to-left override, an isolate pair and an override pair, as callers could send them.
+BIDI_UPSTREAM = "\u202eAmazon Bedrock"
+BIDI_AGENT = "\u2067planner\u2069-rtl"
+BIDI_MODEL = "\u202dmodel\u202c"
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+#: Per page, a name it shows as text (tables and charts draw on canvases: the
+#: screenshots show them): the agent in the filter's options, the pinned upstream.
+BIDI_SHOWN = {
+    "": "\\u2067planner\\u2069-rtl",
+    "cost": "",
+    "upstreams": "Pinned upstream: \\u202eAmazon Bedrock",
+}
+
+
+def bidi_rows(url: str, journal: Path) -> None:
+    at = dt.datetime(2025, 11, 3, 9, 0, tzinfo=dt.UTC)
+    with Ledger(url, journal_dir=journal) as ledger:
+        for n in range(6):
+            ledger.record(
+                UsageEvent(
+                    started_at=at + dt.timedelta(seconds=30 * n),
+                    requested_provider="openrouter",
+                    requested_model=BIDI_MODEL,
+                    provider="openrouter",
+                    upstream=BIDI_UPSTREAM,
+                    status="ok",
+                    session_id=f"s-bidi-{n % 2}",
+                    actor_id=BIDI_AGENT,
+                    session_key="k",
+                    latency_ms=400.0,
+                    input_tokens=1_000,
+                    cache_read_tokens=200 * n,
+                    output_tokens=20,
+                    cost_usd=Decimal("0.002"),
+                    cost_source="provider",
+                )
+            )
+
+
+def test_bidi_overrides_from_the_ledger_are_shown_escaped_in_the_browser(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a user sees: no bidi character in any page's text (tables, chart axes and
+    legends, the sidebar's options), and "\\u202eAmazon Bedrock" where the ledger has it."""
+    from playwright.sync_api import sync_playwright
+
+    bidi_rows(sqlite_url, tmp_path / "journal")
+    monkeypatch.setenv(ENV_URL, sqlite_url)
+    artifacts = artifacts_dir(tmp_path, "bidi")
+    with serve(tmp_path) as base, sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        for path in BIDI_SHOWN:
+            page.goto(f"{base}/{path}")
+            settle(page, PAGES[path])
+            assert page.locator('[data-testid="stException"]').count() == 0
+            if path == "":  # the sidebar's filter options, opened
+                page.locator('[data-testid="stMultiSelect"]').first.click()
+                page.wait_for_timeout(300)
+            # text nodes (SVG labels of the charts included), titles and aria labels
+            seen = page.evaluate(
+                """() => document.body.textContent + [...document.querySelectorAll('*')]
+                .flatMap(e => [e.getAttribute('aria-label') || '', e.getAttribute('title') || ''])
+                .join(' ')"""
+            )
+            assert {c for c in BIDI if c in seen} == set(), path
+            assert BIDI_SHOWN[path] in seen, path
+            screenshot(page, artifacts / f"{path or 'overview'}-1440.png", 1440)
+        page.close()
+        browser.close()

@@ -51,21 +51,27 @@ def test_the_redis_pool_is_sized_from_the_environment(redis_url: str) -> None:
             "LEDGER_REDIS_URL": redis_url,
             "LEDGER_REDIS_MAX_CONNECTIONS": "250",
             "LEDGER_REDIS_TIMEOUT_S": "0.5",
+            "LEDGER_REDIS_WAIT_S": "3",
         }
     )
     assert (settings.redis_max_connections, settings.redis_timeout_s) == (250, 0.5)
+    assert settings.redis_wait_s == 3.0
     defaults = ResilienceSettings.from_env({})
     assert (defaults.redis_max_connections, defaults.redis_timeout_s) == (100, 0.25)
+    assert defaults.redis_wait_s == 2.0
     layer = Resilience(settings)
     assert layer.connections is not None
     pool = layer.connections.client.connection_pool
-    assert (pool.max_connections, pool.timeout) == (250, 0.5)  # type: ignore[attr-defined]
+    assert (pool.max_connections, pool.timeout) == (250, 3.0)  # type: ignore[attr-defined]
+    assert pool.connection_kwargs["socket_timeout"] == 0.5
     layer.close()
     for bad in ("0", "2.5", "many"):
         with pytest.raises(ConfigurationError, match="LEDGER_REDIS_MAX_CONNECTIONS"):
             ResilienceSettings.from_env({"LEDGER_REDIS_MAX_CONNECTIONS": bad})
     with pytest.raises(ConfigurationError, match="LEDGER_REDIS_TIMEOUT_S"):
         ResilienceSettings.from_env({"LEDGER_REDIS_TIMEOUT_S": "0"})
+    with pytest.raises(ConfigurationError, match="LEDGER_REDIS_WAIT_S"):
+        ResilienceSettings.from_env({"LEDGER_REDIS_WAIT_S": "-1"})
 
 
 def test_without_redis_everything_is_in_process() -> None:

@@ -222,6 +222,7 @@ async def test_more_requests_in_flight_than_pooled_connections_keep_the_exact_li
             redis_url=f"redis://127.0.0.1:{relay.port}/{target.get('db', 0)}",
             redis_prefix=redis_prefix,
             redis_timeout_s=60.0,  # the hold must not read as Redis timing out
+            redis_wait_s=60.0,  # nor run out a request's wait for a connection
         )
     )
     inside = 0
@@ -277,7 +278,7 @@ async def test_requests_beyond_the_pool_wait_for_a_connection(
     held_relay: tuple[TcpRelay, str], redis_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     relay, url = held_relay
-    conns = RedisConnections(url, timeout_s=60.0, max_connections=5)
+    conns = RedisConnections(url, timeout_s=60.0, max_connections=5, wait_s=60.0)
     limiter = RedisSlidingWindowLimiter(conns, 10, 30.0, prefix=redis_prefix)
     with caplog.at_level(logging.WARNING, logger="ledger.resilience"):
         checks = [asyncio.create_task(limiter.acheck("k")) for _ in range(40)]
@@ -298,7 +299,7 @@ def test_threads_beyond_the_pool_wait_for_a_connection(
     held_relay: tuple[TcpRelay, str], redis_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     relay, url = held_relay
-    conns = RedisConnections(url, timeout_s=60.0, max_connections=2)
+    conns = RedisConnections(url, timeout_s=60.0, max_connections=2, wait_s=60.0)
     limiter = RedisSlidingWindowLimiter(conns, 5, 30.0, prefix=redis_prefix)
     with (
         caplog.at_level(logging.WARNING, logger="ledger.resilience"),
@@ -316,11 +317,11 @@ def test_threads_beyond_the_pool_wait_for_a_connection(
     assert relay.accepted == 2 and warnings_in(caplog) == [] and not limiter.health.down
 
 
-async def test_the_wait_for_a_connection_is_bounded(
+async def test_a_redis_that_never_answers_is_an_outage_served_in_process(
     held_relay: tuple[TcpRelay, str], redis_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    _, url = held_relay  # Redis never answers: the one connection stays busy
-    conns = RedisConnections(url, timeout_s=0.2, max_connections=1)
+    _, url = held_relay  # Redis never answers: each request on the one connection times out
+    conns = RedisConnections(url, timeout_s=0.2, max_connections=1, wait_s=10.0)
     limiter = RedisSlidingWindowLimiter(conns, 10, 30.0, prefix=redis_prefix)
     with caplog.at_level(logging.WARNING, logger="ledger.resilience"):
         decisions = await asyncio.wait_for(
@@ -330,3 +331,95 @@ async def test_the_wait_for_a_connection_is_bounded(
     conns.close()
     assert all(d.allowed for d in decisions)  # served in process meanwhile
     assert limiter.health.down and len(warnings_in(caplog)) == 1
+
+
+@pytest.fixture
+def slow_relay(admin: redis.Redis) -> Iterator[tuple[TcpRelay, str]]:
+    """A relay to the real Redis adding 20 ms to each round trip, and its URL: with 10
+    connections, 250 requests at once queue for about half a second, twice the 0.25 s
+    a request waited for a connection before."""
+    target = admin.connection_pool.connection_kwargs
+    relay = TcpRelay((target.get("host", "127.0.0.1"), target.get("port", 6379)), delay_s=0.01)
+    yield relay, f"redis://127.0.0.1:{relay.port}/{target.get('db', 0)}"
+    relay.close()
+
+
+async def test_a_burst_far_beyond_the_pool_admits_the_limit_across_two_workers(
+    slow_relay: tuple[TcpRelay, str],
+    redis_prefix: str,
+    admin: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """500 acquisitions at once on two instances (two workers) with 10 connections each.
+
+    Most wait for a connection longer than Redis takes to answer; waiting is not an
+    outage, so neither instance counts in process and exactly the limit gets in.
+    """
+    _, url = slow_relay
+    workers = [RedisConnections(url, max_connections=10) for _ in range(2)]
+    limiters = [RedisSlidingWindowLimiter(c, 100, 60.0, prefix=redis_prefix) for c in workers]
+    with caplog.at_level(logging.WARNING, logger="ledger.resilience"):
+        decisions = await asyncio.gather(*(limiters[i % 2].acheck("burst") for i in range(500)))
+        for conns in workers:
+            await conns.aclose()
+            conns.close()
+    assert sum(d.allowed for d in decisions) == 100
+    assert admin.zcard(f"{redis_prefix}rl:burst") == 100
+    assert [len(lim.fallback) for lim in limiters] == [0, 0], "nothing counted in process"
+    assert warnings_in(caplog) == [] and not any(lim.health.down for lim in limiters)
+
+
+def test_threads_far_beyond_the_pool_admit_the_limit_across_two_workers(
+    slow_relay: tuple[TcpRelay, str], redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, url = slow_relay
+    workers = [RedisConnections(url, max_connections=2) for _ in range(2)]
+    limiters = [RedisSlidingWindowLimiter(c, 30, 60.0, prefix=redis_prefix) for c in workers]
+    with (
+        caplog.at_level(logging.WARNING, logger="ledger.resilience"),
+        ThreadPoolExecutor(max_workers=80) as pool,
+    ):
+        checks = [pool.submit(limiters[i % 2].check, "burst") for i in range(80)]
+        decisions = [check.result(timeout=60) for check in checks]
+    for conns in workers:
+        conns.close()
+    assert sum(d.allowed for d in decisions) == 30
+    assert [len(lim.fallback) for lim in limiters] == [0, 0], "nothing counted in process"
+    assert warnings_in(caplog) == []
+
+
+async def test_a_request_that_gets_no_connection_in_time_is_refused_not_counted_alone(
+    held_relay: tuple[TcpRelay, str], redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    relay, url = held_relay  # Redis holds the one connection's answer
+    conns = RedisConnections(url, timeout_s=30.0, max_connections=1, wait_s=0.2)
+    limiter = RedisSlidingWindowLimiter(conns, 10, 30.0, prefix=redis_prefix)
+    with caplog.at_level(logging.WARNING, logger="ledger.resilience"):
+        first = asyncio.create_task(limiter.acheck("k"))
+        deadline = time.monotonic() + 30
+        while relay.accepted < 1:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        waiting = await asyncio.gather(*(limiter.acheck("k") for _ in range(3)))
+        relay.release()
+        assert (await first).allowed
+        await conns.aclose()
+    conns.close()
+    assert [(d.allowed, d.retry_after_s) for d in waiting] == [(False, 1.0)] * 3
+    assert len(limiter.fallback) == 0 and not limiter.health.down
+    assert len(warnings_in(caplog)) == 1 and "pool busy" in warnings_in(caplog)[0]
+
+
+async def test_a_burst_against_a_redis_that_is_down_is_served_in_process_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    conns = RedisConnections(f"redis://127.0.0.1:{closed_port()}/0", max_connections=10)
+    limiter = RedisSlidingWindowLimiter(conns, 100, 30.0)
+    with caplog.at_level(logging.WARNING, logger="ledger.resilience"):
+        decisions = await asyncio.gather(*(limiter.acheck("k") for _ in range(500)))
+        await conns.aclose()
+    conns.close()
+    assert sum(d.allowed for d in decisions) == 100 and limiter.health.down
+    [warning] = warnings_in(caplog)
+    assert "in-process rate limiter" in warning
+    assert "(connection refused: ConnectionError" in warning
