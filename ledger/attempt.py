@@ -197,6 +197,25 @@ class LazyRecorder:
         return recorder.policies if isinstance(recorder, PolicyHolder) else None
 
 
+class PolicyChoice:
+    """The routing policies a client or transport applies: those given, those of its
+    ledger's database (``True``, found on first use), or none (``False``)."""
+
+    def __init__(self, choice: PolicySource | bool, sink: LazyRecorder) -> None:
+        self._source: PolicySource | None = None if isinstance(choice, bool) else choice
+        self._find = choice is True
+        self._sink = sink
+
+    def policy_for(self, provider: Provider, model: str) -> Policy | None:
+        """The policy for ``model``'s attempts at ``provider`` (None where it does not route)."""
+        if not provider.capabilities.provider_routing:
+            return None
+        if self._find:
+            self._find = False
+            self._source = self._sink.policies()
+        return self._source.policy_for(model) if self._source is not None else None
+
+
 def make_call(messages: Sequence[Mapping[str, Any]], **options: Unpack[ChatOptions]) -> Call:
     """The :class:`Call` for ``chat(messages, **options)``; ``TypeError`` for an unknown option."""
     return Call(messages=messages, **options)
@@ -435,7 +454,6 @@ def build_event(
     ``generation_id`` past its column's size, a cost past ``numeric(20, 10)``…) is cut
     or dropped and named in the ``ledger_repaired`` tag (:func:`ledger.events.recordable`).
     """
-    call, target = prep.call, prep.target
     usage = parsed.usage if parsed is not None and parsed.usage is not None else _NO_USAGE
     reported = (
         parsed is not None
@@ -447,52 +465,28 @@ def build_event(
     error_type: ErrorType | None = (
         error.error_type if error is not None else ABANDONED if abandoned else None
     )
-    event = UsageEvent(
-        event_id=prep.event_id,
-        call_id=target.call_id,
-        attempt=target.attempt,
-        started_at=prep.started_at,
-        latency_ms=latency_ms,
-        ttft_ms=ttft_ms,
-        session_id=call.session_id,
-        actor_id=call.actor_id,
-        session_key=prep.session_key,
-        requested_provider=target.requested_provider,
-        requested_model=target.requested_model,
-        provider=target.provider.name,
-        # The provider's own strings, as they came: recordable() cuts and flags them.
-        model=parsed.model or None if parsed else None,
-        upstream=_upstream(parsed, error) or None,
-        generation_id=parsed.generation_id or None if parsed else None,
-        routing_sort=prep.routing_sort,
-        routing_order=prep.routing_order,
-        status="error" if failed else "ok",
-        error_type=error_type,
-        http_status=http_status if http_status is not None and 100 <= http_status <= 599 else None,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        reasoning_tokens=usage.reasoning_tokens,
-        cost_usd=cost.usd,
-        cost_source=cost.source,
-        streamed=streamed,
-        paused=call.paused,
-        locale=call.locale,
-        tags=dict(call.tags) if call.tags is not None else None,
-        usage_reported=reported,
-        usage_details=usage.details(),
-        policy_id=prep.policy_id,
-        arm=prep.arm,
+    event = _sent(prep)
+    event.latency_ms, event.ttft_ms = latency_ms, ttft_ms
+    # The provider's own strings, as they came: recordable() cuts and flags them.
+    event.model = parsed.model or None if parsed else None
+    event.upstream = _upstream(parsed, error) or None
+    event.generation_id = parsed.generation_id or None if parsed else None
+    event.status, event.error_type = ("error" if failed else "ok"), error_type
+    event.http_status = (
+        http_status if http_status is not None and 100 <= http_status <= 599 else None
     )
+    event.input_tokens, event.output_tokens = usage.input_tokens, usage.output_tokens
+    event.cache_read_tokens = usage.cache_read_tokens
+    event.cache_write_tokens = usage.cache_write_tokens
+    event.reasoning_tokens = usage.reasoning_tokens
+    event.cost_usd, event.cost_source = cost.usd, cost.source
+    event.streamed, event.usage_reported = streamed, reported
+    event.usage_details = usage.details()
     return recordable(event)
 
 
-def interrupted_event(prep: Prepared) -> UsageEvent:
-    """The row ``prep`` becomes if its process ends between sending and recording it:
-    what was known when it was sent, usage and cost unknown (see
-    ``Ledger.begin_attempt``). Built directly, not through :func:`build_event`: it is
-    made for every attempt, on the caller's thread, and knows no response."""
+def _sent(prep: Prepared) -> UsageEvent:
+    """The attempt's row as far as it is known when the request goes out."""
     call, target = prep.call, prep.target
     return UsageEvent(
         event_id=prep.event_id,
@@ -507,16 +501,23 @@ def interrupted_event(prep: Prepared) -> UsageEvent:
         provider=target.provider.name,
         routing_sort=prep.routing_sort,
         routing_order=prep.routing_order,
-        status="error",
-        error_type=INTERRUPTED,
+        status="ok",
         streamed=prep.request.stream,
         paused=call.paused,
         locale=call.locale,
         tags=dict(call.tags) if call.tags is not None else None,
-        usage_reported=False,
         policy_id=prep.policy_id,
         arm=prep.arm,
     )
+
+
+def interrupted_event(prep: Prepared) -> UsageEvent:
+    """The row ``prep`` becomes if its process ends between sending and recording it:
+    what was known when it was sent, usage and cost unknown (see
+    ``Ledger.begin_attempt``). Made for every attempt, on the caller's thread."""
+    event = _sent(prep)
+    event.status, event.error_type, event.usage_reported = "error", INTERRUPTED, False
+    return event
 
 
 def _upstream(parsed: Parsed | None, error: ProviderError | None) -> str | None:

@@ -37,6 +37,7 @@ from ledger.attempt import (
     ChatResult,
     Filing,
     LazyRecorder,
+    PolicyChoice,
     Prepared,
     Recorder,  # re-exported: ``ledger.client.Recorder`` is where callers find it
     build_event,
@@ -56,7 +57,7 @@ from ledger.errors import (
     map_transport_errors,
 )
 from ledger.events import UsageEvent, new_id
-from ledger.policies import Policy, PolicySource
+from ledger.policies import PolicySource
 from ledger.price_overrides import PriceBook, load_prices
 from ledger.providers import Provider, make_provider
 from ledger.providers.base import Parsed
@@ -97,10 +98,7 @@ class _Base:
         self._sink = LazyRecorder(ledger)
         #: Routing policies (ledger.policies): True reads the ledger database's (when
         #: the ledger is a Ledger), False applies none.
-        self._policies: PolicySource | None = None
-        self._find_policies = policies is True
-        if not isinstance(policies, bool):
-            self._policies = policies
+        self._policies = PolicyChoice(policies, self._sink)
         self.default_provider = default_provider
         self.session_prefix = session_prefix
         self.strict = strict
@@ -177,7 +175,7 @@ class _Base:
             )
             if filing.requested_model is not model:
                 check_model(filing.requested_model)
-        policy = self._policy_for(chosen, target.model)
+        policy = self._policies.policy_for(chosen, target.model)
         prep = prepare(
             call, target, stream=stream, session_prefix=self.session_prefix, policy=policy
         )
@@ -191,14 +189,6 @@ class _Base:
                 chosen.name,
             )
         return prep
-
-    def _policy_for(self, provider: Provider, model: str) -> Policy | None:
-        if not provider.capabilities.provider_routing:
-            return None
-        if self._find_policies:
-            self._find_policies = False
-            self._policies = self._sink.policies()
-        return self._policies.policy_for(model) if self._policies is not None else None
 
     def _parse(self, prep: Prepared, content: bytes) -> Parsed:
         try:

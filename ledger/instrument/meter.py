@@ -33,6 +33,7 @@ from ledger.attempt import (
     Attempt,
     Call,
     LazyRecorder,
+    PolicyChoice,
     Prepared,
     Recorder,
     build_event,
@@ -52,7 +53,7 @@ from ledger.errors import (
 from ledger.events import UNKNOWN, Arm, UsageEvent, new_id
 from ledger.instrument.context import Context
 from ledger.instrument.recognise import Recognised, Recogniser, refine
-from ledger.policies import Policy, PolicySource, apply_to, arm_for
+from ledger.policies import PolicySource, apply_to, arm_for
 from ledger.price_overrides import NO_OVERRIDES, PriceBook, load_prices
 from ledger.providers import Provider, make_provider, wire
 from ledger.providers.base import ChatRequest, Endpoint, Parsed, Parsers, StreamParser
@@ -143,8 +144,7 @@ class Meter:
         self.include_usage = include_usage
         self.session_prefix = session_prefix
         self._sink = LazyRecorder(ledger)
-        self._policies: PolicySource | None = None if isinstance(policies, bool) else policies
-        self._find_policies = policies is True
+        self._policies = PolicyChoice(policies, self._sink)
         self._providers: dict[tuple[str, str], Provider] = {}
         self._complained: set[str] = set()
         self._lock = threading.Lock()
@@ -166,14 +166,6 @@ class Meter:
             self._sink.get().record(event)
         except Exception as exc:  # the ledger is never the SDK call's problem
             self.complain("record", f"could not record attempt {event.event_id}: {exc}", exc)
-
-    def _policy_for(self, provider: Provider, model: str) -> Policy | None:
-        if not provider.capabilities.provider_routing:
-            return None
-        if self._find_policies:
-            self._find_policies = False
-            self._policies = self._sink.policies()
-        return self._policies.policy_for(model) if self._policies is not None else None
 
     def begin_attempt(self, prep: Prepared) -> None:
         """Journal that ``prep`` is being sent (its row if this process dies first)."""
@@ -230,7 +222,7 @@ class Meter:
             data["stream_options"] = {**options, "include_usage": True}
             changed = asked = True
         call_id, attempt = _filing((route.provider, url, model), retry_count)
-        policy = self._policy_for(provider, model) if inject else None
+        policy = self._policies.policy_for(provider, model) if inject else None
         arm: Arm | None = None
         if policy is not None:
             unit = sent_key or (
