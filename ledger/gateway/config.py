@@ -158,7 +158,9 @@ class GatewayConfig:
     redis_url: str | None = None
     #: Serve the OTLP/HTTP trace receiver (:mod:`ledger.otel.receiver`) on ``/v1/traces``.
     otlp: bool = False
-    default_retry_after_s: float = 30.0
+    #: ``Retry-After`` when every route failed and none said when to come back: short, so
+    #: an SDK's default retries (2) end within seconds, as against the provider itself.
+    default_retry_after_s: float = 1.0
     timeout_s: float = 600.0
     #: A request body larger than this is refused (413) before it is read.
     max_body_bytes: int = MAX_BODY_BYTES
@@ -310,7 +312,7 @@ def parse_config(table: Any, path: Path | None = None) -> GatewayConfig:
         otlp=_flag(path, f"{p}.otlp", table.get("otlp", False)),
         redis_url=_optional_text(path, f"{p}.redis_url", table.get("redis_url")),
         default_retry_after_s=_positive(
-            path, f"{p}.default_retry_after_s", table.get("default_retry_after_s", 30)
+            path, f"{p}.default_retry_after_s", table.get("default_retry_after_s", 1)
         ),
         timeout_s=_positive(path, f"{p}.timeout_s", table.get("timeout_s", 600)),
         max_body_bytes=max_body,

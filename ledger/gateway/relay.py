@@ -2,8 +2,11 @@
 
 The decisions are the cascade's own (:class:`ledger.cascade.Plan`: next route on
 429, 5xx, transport failures and malformed answers; any other 4xx answered at
-once; all failed -> the localized 503 with ``Retry-After``). What this module adds
-is the relay:
+once). When every route failed, the answer is the one a provider would give
+(:func:`ledger.gateway.answers.exhausted_response`: 429 when every route was
+rate-limited, the routes' shared 5xx, else 503; the shortest upstream
+``Retry-After``), so each SDK's own retries behave as against the provider. What
+this module adds is the relay:
 
 * a whole answer is read, recorded, and sent on (translated when the route's wire
   differs from the client's);
@@ -42,9 +45,9 @@ import httpx
 
 from ledger.attempt import Filing, check_model
 from ledger.cascade import Plan, RetryPolicy, Route
-from ledger.errors import AllProvidersFailed, ProviderError
+from ledger.errors import ProviderError
 from ledger.events import UsageEvent
-from ledger.gateway.answers import JSON, NO_STORE, SSE, all_failed_response, error_response
+from ledger.gateway.answers import JSON, NO_STORE, SSE, error_response, exhausted_response
 from ledger.gateway.config import Target, Wire
 from ledger.gateway.inbound import BadRequest, Inbound
 from ledger.gateway.translate import (
@@ -223,8 +226,13 @@ class Caller:
                 return
             if delay:
                 await asyncio.sleep(delay)
-        exc: AllProvidersFailed = plan.exhausted(inbound.identity.locale)
-        status, headers, payload = all_failed_response(inbound.wire, exc, inbound.identity.locale)
+        status, headers, payload = exhausted_response(
+            inbound.wire,
+            plan.errors,
+            call_id=plan.call_id,
+            locale=inbound.identity.locale,
+            default_retry_after_s=self.default_retry_after_s,
+        )
         await _answer(send, status, headers, payload, outcome)
 
     async def _refuse(self, wire: Wire, error: ProviderError, send: Send, outcome: Outcome) -> None:
