@@ -55,6 +55,7 @@ from ledger.gateway.translate import (
     chat_to_messages,
     message_to_chat,
     messages_to_chat,
+    structured_output_tool,
 )
 from ledger.gateway.translate_stream import ChatToMessages, MessagesToChat
 from ledger.gateway.upstream import UpstreamResponse, Upstreams
@@ -294,8 +295,13 @@ class Caller:
         if exchange.error is not None:
             return exchange.error
         if not passthrough:
-            back = message_to_chat if inbound.wire == "chat" else chat_to_message
-            body = json.dumps(back(json.loads(body)), ensure_ascii=False).encode()
+            data = json.loads(body)
+            back = (
+                message_to_chat(data, structured_output_tool(inbound.body))
+                if inbound.wire == "chat"
+                else chat_to_message(data)
+            )
+            body = json.dumps(back, ensure_ascii=False).encode()
         headers = [JSON, *_call_header(outcome)]
         await _answer(send, response.status_code, headers, body, outcome)
         return None
@@ -312,7 +318,10 @@ class Caller:
     ) -> ProviderError | None:
         transform: _Passthrough | _WholeEvents | _UsageStripper | MessagesToChat | ChatToMessages
         if target.wire != inbound.wire and inbound.wire == "chat":
-            transform = MessagesToChat(include_usage=inbound.include_usage)
+            transform = MessagesToChat(
+                include_usage=inbound.include_usage,
+                structured=structured_output_tool(inbound.body),
+            )
         elif target.wire != inbound.wire:
             transform = ChatToMessages()
         elif inbound.wire == "chat" and not inbound.include_usage:
