@@ -22,6 +22,7 @@ or ``pyproject.toml`` with ``[tool.ledger.gateway]`` from the working directory 
     header_timeout_s = 10              # a connection's request head must be in by then
     body_idle_timeout_s = 30           # a body silent this long: 408
     max_connections = 4096             # beyond: 503 at once (default: no limit)
+    default_retry_after_s = 1          # Retry-After when every route failed and none named one
 
     [tool.ledger.gateway.models]       # a public name -> the ADR-0014 chain, tried in order
     "gpt-4o-mini" = ["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5-20251001"]
