@@ -22,12 +22,17 @@ all samples. Then requests per second on one worker: 16 concurrent clients for a
 few seconds per target, plain calls. Target: the gateway adds <= 1 ms at p50.
 
     .venv/bin/python bench/bench_gateway.py [--rounds 15 --per-round 40]
+
+``--baseline-src DIR`` also runs a gateway from another source tree (e.g. the commit
+before a change, ``git archive <commit> | tar -x -C DIR``) in the same interleaved
+rounds, so a change's cost is read against a baseline measured under the same load.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -122,9 +127,13 @@ def _children(pid: int) -> list[int]:
 
 
 @contextmanager
-def gateway(upstream: str, workdir: Path) -> Iterator[tuple[str, int]]:
+def gateway(upstream: str, workdir: Path, src: Path | None = None) -> Iterator[tuple[str, int]]:
+    """``ledger gateway`` in ``workdir``; ``src``: import ledger from that tree instead."""
+    workdir.mkdir(exist_ok=True)
     db = f"sqlite:///{workdir / 'ledger.db'}"
     env = {**os.environ, "LEDGER_DATABASE_URL": db, "BENCH_UPSTREAM_KEY": "sk-bench"}
+    if src is not None:
+        env["PYTHONPATH"] = str(src)  # ahead of the editable install's path entry
     ledger_cli = str(Path(sys.executable).with_name("ledger"))
     subprocess.run([ledger_cli, "db", "upgrade"], env=env, check=True, capture_output=True)
     (workdir / "ledger.toml").write_text(
@@ -295,6 +304,7 @@ def main() -> None:
     parser.add_argument("--per-round", type=int, default=40)
     parser.add_argument("--rps-seconds", type=float, default=4.0)
     parser.add_argument("--litellm", default="/tmp/litellm-venv/bin/litellm")
+    parser.add_argument("--baseline-src", type=Path, help="a source tree to compare against")
     args = parser.parse_args()
     replies = {
         "plain": fixture("openai_chat_cached_real.json"),
@@ -305,18 +315,23 @@ def main() -> None:
         direct = f"{upstream}/plain/v1/chat/completions"
         stream = f"{upstream}/stream/v1/chat/completions"
         targets = [Target("direct", direct, {}, "gpt-4o-mini", "gpt-4o-mini", stream)]
-        with gateway(upstream, workdir) as (gw, gw_pid):
+        with contextlib.ExitStack() as stack:
             auth = {"authorization": f"Bearer {KEY}"}
-            targets.append(
-                Target(
-                    "ledger gateway",
-                    f"{gw}/v1/chat/completions",
-                    auth,
-                    "openai/gpt-4o-mini",
-                    "groq/gpt-4o-mini",
-                    pid=gw_pid,
+            sources: list[tuple[str, Path | None]] = [("ledger gateway", None)]
+            if args.baseline_src is not None:
+                sources.append(("baseline gateway", args.baseline_src.resolve()))
+            for n, (name, src) in enumerate(sources):
+                gw, gw_pid = stack.enter_context(gateway(upstream, workdir / f"gw{n}", src))
+                targets.append(
+                    Target(
+                        name,
+                        f"{gw}/v1/chat/completions",
+                        auth,
+                        "openai/gpt-4o-mini",
+                        "groq/gpt-4o-mini",
+                        pid=gw_pid,
+                    )
                 )
-            )
             lite = shutil.which(args.litellm) or (
                 args.litellm if Path(args.litellm).exists() else None
             )

@@ -10,9 +10,10 @@ or a provider message already redacted by :func:`ledger.attempt.http_failure`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Final
 
-from ledger.errors import AllProvidersFailed, HTTPResponse, retry_after_header
+from ledger.errors import AllProvidersFailed, HTTPResponse, ProviderError, retry_after_header
 from ledger.gateway.config import Wire
 
 JSON: Final = (b"content-type", b"application/json")
@@ -43,6 +44,9 @@ _OPENAI_TYPES: Final = {
     413: "invalid_request_error",
     429: "rate_limit_exceeded",
 }
+#: OpenAI has no 529: an Anthropic-style "overloaded" reaches an OpenAI-wire client as
+#: 503, which its SDK reads as the same retryable ``InternalServerError``.
+_OPENAI_OVERLOADED: Final = 503
 
 
 def error_body(wire: Wire, status: int, message: str, code: str | None = None) -> bytes:
@@ -74,11 +78,61 @@ def error_response(
     return status, headers, error_body(wire, status, message, code)
 
 
-def all_failed_response(wire: Wire, exc: AllProvidersFailed, locale: str | None) -> HTTPResponse:
-    """The cascade's friendly, localized 503 (:meth:`AllProvidersFailed.http_response`), its
-    message carried in ``wire``'s error shape so the SDKs show it."""
-    status, headers, body = exc.http_response(locale)
+def exhausted_status(wire: Wire, errors: Sequence[ProviderError]) -> int:
+    """The status a provider would have answered when every route failed transiently.
+
+    429 when every attempt was rate-limited (the SDKs raise ``RateLimitError``, as the
+    provider's own 429 makes them); the routes' own 5xx when they all answered the same
+    one (Anthropic's 529 ``overloaded_error`` stays 529 on its wire); else 503: the
+    routes failed in different ways (a timeout, a reset, a 500 and a 429), which no
+    single provider status describes."""
+    if errors and all(e.error_type == "rate_limited" for e in errors):
+        return 429
+    statuses = {e.http_status for e in errors}
+    if len(statuses) == 1:
+        (status,) = statuses
+        if status is not None and 500 <= status <= 599:
+            return _OPENAI_OVERLOADED if status == 529 and wire == "chat" else status
+    return 503
+
+
+def shortest_retry_after(errors: Sequence[ProviderError], default: float) -> float:
+    """The shortest ``Retry-After`` any route sent, else ``default``: the chain serves again
+    as soon as any one route does, so that is when the client's retry can succeed."""
+    hints = [e.retry_after for e in errors if e.retry_after is not None]
+    return min(hints) if hints else default
+
+
+def exhausted_response(
+    wire: Wire,
+    errors: Sequence[ProviderError],
+    *,
+    call_id: str,
+    locale: str | None,
+    default_retry_after_s: float,
+) -> HTTPResponse:
+    """The answer when every route failed transiently: :func:`exhausted_status`, the
+    shortest upstream ``Retry-After`` (else ``default_retry_after_s``), and the cascade's
+    localized message in ``wire``'s error shape."""
+    retry_after = shortest_retry_after(errors, default_retry_after_s)
+    exc = AllProvidersFailed(tuple(errors), retry_after=retry_after, call_id=call_id, locale=locale)
+    status = exhausted_status(wire, errors)
+    code = "rate_limit_exceeded" if status == 429 else "providers_unavailable"
+    return all_failed_response(wire, exc, locale, status=status, code=code)
+
+
+def all_failed_response(
+    wire: Wire,
+    exc: AllProvidersFailed,
+    locale: str | None,
+    *,
+    status: int = 503,
+    code: str = "providers_unavailable",
+) -> HTTPResponse:
+    """The cascade's friendly, localized answer (:meth:`AllProvidersFailed.http_response`),
+    its message carried in ``wire``'s error shape so the SDKs show it, with ``status``."""
+    _, headers, body = exc.http_response(locale)
     message = json.loads(body)["message"]
     retry = dict(headers).get(b"retry-after")
     extra = [JSON, NO_STORE] + ([(b"retry-after", retry)] if retry else [])
-    return status, extra, error_body(wire, status, message, "providers_unavailable")
+    return status, extra, error_body(wire, status, message, code)

@@ -4,8 +4,14 @@
 
     POST /v1/chat/completions   OpenAI wire, plain and SSE
     POST /v1/messages           Anthropic wire, plain and SSE
-    GET  /v1/models             the public model names (OpenAI's list shape, or
-                                Anthropic's when the request carries anthropic-version)
+    POST /v1/messages/count_tokens
+                                Anthropic's token count, forwarded to Anthropic when the
+                                model's first route is Anthropic (else a 400 saying so)
+    GET  /v1/models             what the gateway serves: the public model names, then one
+                                ``<prefix>/<model>`` entry per pass-through prefix
+                                (OpenAI's list shape, or Anthropic's when the request
+                                carries anthropic-version)
+    GET  /v1/models/{id}        one of them (any ``<prefix>/<model>`` of a pass-through)
     GET  /healthz               liveness, no key needed
     POST /v1/traces             OTLP/HTTP traces in (``otlp = true``): GenAI client spans
                                 from other instrumentations become rows
@@ -36,7 +42,10 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
+
+import httpx
 
 from ledger.attempt import Recorder
 from ledger.errors import (
@@ -86,7 +95,13 @@ Send = Callable[[Message], Awaitable[None]]
 
 log = logging.getLogger("ledger.gateway")
 
-ROUTES: Final[dict[str, Wire]] = {"/v1/chat/completions": "chat", "/v1/messages": "messages"}
+COUNT_TOKENS: Final = "/v1/messages/count_tokens"
+ROUTES: Final[dict[str, Wire]] = {
+    "/v1/chat/completions": "chat",
+    "/v1/messages": "messages",
+    COUNT_TOKENS: "messages",
+}
+MODELS: Final = "/v1/models"
 TRACES: Final = "/v1/traces"
 #: The key prefix of the gateway's limiter windows and cache entries in Redis.
 REDIS_PREFIX: Final = "ledger:gateway:"
@@ -106,7 +121,7 @@ class KeyIdentity(ClientIdentity):
 
 
 def _wire_of(scope: Scope) -> Wire:
-    return "messages" if scope.get("path") == "/v1/messages" else "chat"
+    return ROUTES.get(scope.get("path", ""), "chat")
 
 
 def _refusal(scope: Scope, exc: TooManyRequests) -> HTTPResponse:
@@ -195,7 +210,7 @@ class GatewayApp:
         wire = ROUTES.get(path)
         if path == TRACES and self.otlp is not None:
             wire = None
-        elif path != "/v1/models" and wire is None:
+        elif wire is None and path != MODELS and not path.startswith(MODELS + "/"):
             await _send_answer(send, error_response("chat", 404, f"no route {path}"))
             return
         expected = "GET" if wire is None else "POST"
@@ -216,7 +231,7 @@ class GatewayApp:
             await self._traces(scope, receive, send, headers, found)
             return
         if wire is None:
-            await self._models(headers, send)
+            await self._models(path, headers, send)
             return
         await self._call_app(scope, receive, send)
 
@@ -245,36 +260,32 @@ class GatewayApp:
             _TRACE_KEY_TAGS.reset(token)
             reservation.release()
 
-    async def _models(self, headers: Mapping[bytes, bytes], send: Send) -> None:
-        names = sorted(self.config.models)
-        if b"anthropic-version" in headers:
-            data: dict[str, Any] = {
-                "data": [
-                    {
-                        "type": "model",
-                        "id": n,
-                        "display_name": n,
-                        "created_at": "1970-01-01T00:00:00Z",
-                    }
-                    for n in names
-                ],
+    async def _models(self, path: str, headers: Mapping[bytes, bytes], send: Send) -> None:
+        anthropic = b"anthropic-version" in headers
+        wire: Wire = "messages" if anthropic else "chat"
+        entries = served_models(self.config)
+        if path != MODELS:  # GET /v1/models/{id}: the id may hold slashes (openrouter/…)
+            wanted = path[len(MODELS) + 1 :]
+            found = _model_entry(self.config, wanted)
+            if found is None:
+                message = f"model {wanted!r} is not served by this gateway"
+                answer = error_response(wire, 404, message, code="model_not_found")
+                await _send_answer(send, answer)
+                return
+            one = _anthropic_model(found) if anthropic else _openai_model(found)
+            await _send_answer(send, (200, [JSON], json.dumps(one).encode()))
+            return
+        data: dict[str, Any]
+        if anthropic:
+            listed = [_anthropic_model(e) for e in entries]
+            data = {
+                "data": listed,
                 "has_more": False,
-                "first_id": names[0] if names else None,
-                "last_id": names[-1] if names else None,
+                "first_id": listed[0]["id"] if listed else None,
+                "last_id": listed[-1]["id"] if listed else None,
             }
         else:
-            data = {
-                "object": "list",
-                "data": [
-                    {
-                        "id": n,
-                        "object": "model",
-                        "created": 0,
-                        "owned_by": self.config.models[n][0].provider,
-                    }
-                    for n in names
-                ],
-            }
+            data = {"object": "list", "data": [_openai_model(e) for e in entries]}
         await _send_answer(send, (200, [JSON], json.dumps(data).encode()))
 
     async def _call(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -323,17 +334,18 @@ class GatewayApp:
                 chain = self.config.chain(inbound.model)
                 if chain is None:
                     raise LookupError(inbound.model)
-                bodies = bodies_for(inbound, chain)
+                bodies = bodies_for(inbound, chain) if scope["path"] != COUNT_TOKENS else []
             except (BadRequest, Untranslatable) as exc:
                 outcome.status = 400
                 await _send_answer(send, error_response(wire, 400, str(exc)))
                 return
             except LookupError:
                 outcome.status = 404
-                message = (
-                    f"model {model!r} is not served by this gateway (GET /v1/models lists them)"
-                )
+                message = _not_served(self.config, model)
                 await _send_answer(send, error_response(wire, 404, message, code="model_not_found"))
+                return
+            if scope["path"] == COUNT_TOKENS:
+                await self._count_tokens(inbound, chain[0], send, outcome)
                 return
             if self.cache is not None and cacheable(inbound) and inbound.stream:
                 call = self._cached_stream(inbound, chain, bodies, send, outcome)
@@ -363,6 +375,43 @@ class GatewayApp:
             reservation.release()
             self._in_flight -= 1
             log_access(scope, started, t0, outcome, key, model)
+
+    async def _count_tokens(
+        self, inbound: Inbound, target: Target, send: Send, outcome: Outcome
+    ) -> None:
+        """``POST /v1/messages/count_tokens``: Anthropic's own count when the model's first
+        route is Anthropic (the route that would serve the call); otherwise a 400 naming
+        the route, since an estimate for another provider's tokenizer would be a guess."""
+        if target.wire != "messages":
+            outcome.status = 400
+            message = (
+                f"model {inbound.model!r} is served first by {target.provider} "
+                f"({target.model}), which has no token-counting endpoint: count_tokens is "
+                "answered for models whose first route is Anthropic; for this one read "
+                "the usage of an answer (or count with the provider's tokenizer locally)"
+            )
+            await _send_answer(send, error_response("messages", 400, message))
+            return
+        try:
+            counted = await self.upstreams.count_tokens(target, inbound.body)
+        except httpx.HTTPError as exc:
+            outcome.status = 502
+            log.warning("gateway: count_tokens at %s failed: %r", target.provider, exc)
+            message = f"{target.provider} could not be reached to count tokens"
+            await _send_answer(send, error_response("messages", 502, message))
+            return
+        outcome.status = counted.status
+        if counted.error is None:
+            await _send_answer(send, (counted.status, [JSON, NO_STORE], counted.body))
+            return
+        answer = error_response(
+            "messages",
+            counted.status,
+            str(counted.error),
+            code=counted.error.code,
+            retry_after=counted.error.retry_after,
+        )
+        await _send_answer(send, answer)
 
     async def _cached(
         self,
@@ -455,6 +504,72 @@ class GatewayApp:
         flush = getattr(self.ledger, "flush", None)
         if callable(flush):
             await asyncio.to_thread(flush)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry:
+    """One thing ``GET /v1/models`` lists: a public name (``passthrough``: False) or a
+    pass-through prefix's ``<prefix>/<model>`` pattern, and who serves it."""
+
+    id: str
+    owned_by: str
+    passthrough: bool = False
+
+
+def served_models(config: GatewayConfig) -> list[ModelEntry]:
+    """What the gateway serves: the public names, sorted, then one ``<prefix>/<model>``
+    entry per pass-through prefix (any model id after the prefix goes to that provider)."""
+    named = [ModelEntry(n, config.models[n][0].provider) for n in sorted(config.models)]
+    return named + [ModelEntry(f"{p}/<model>", p, True) for p in config.passthrough]
+
+
+def _model_entry(config: GatewayConfig, wanted: str) -> ModelEntry | None:
+    """The entry for ``GET /v1/models/{wanted}``: a public name, or a pass-through id."""
+    chain = config.chain(wanted)
+    if chain is None:
+        return None
+    if wanted in config.models:
+        return ModelEntry(wanted, chain[0].provider)
+    return ModelEntry(wanted, chain[0].provider, True)
+
+
+def _not_served(config: GatewayConfig, model: str | None) -> str:
+    """The 404's message: what ``GET /v1/models`` lists, pass-through prefixes named."""
+    if not config.passthrough:
+        return f"model {model!r} is not served by this gateway (GET /v1/models lists them)"
+    prefixes = ", ".join(f"'{p}/<model>'" for p in config.passthrough)
+    return (
+        f"model {model!r} is not served by this gateway (GET /v1/models lists the names; "
+        f"{prefixes} pass any model of that provider through)"
+    )
+
+
+def _description(entry: ModelEntry) -> str:
+    if not entry.passthrough:
+        return entry.id
+    prefix = entry.owned_by
+    return f"{entry.id} (any {prefix} model id after '{prefix}/', passed through to {prefix})"
+
+
+def _openai_model(entry: ModelEntry) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": entry.id,
+        "object": "model",
+        "created": 0,
+        "owned_by": entry.owned_by,
+    }
+    if entry.passthrough:
+        out["description"] = _description(entry)
+    return out
+
+
+def _anthropic_model(entry: ModelEntry) -> dict[str, Any]:
+    return {
+        "type": "model",
+        "id": entry.id,
+        "display_name": _description(entry),
+        "created_at": "1970-01-01T00:00:00Z",
+    }
 
 
 def _receiver(recorder: Recorder) -> OTLPReceiver:

@@ -22,6 +22,7 @@ or ``pyproject.toml`` with ``[tool.ledger.gateway]`` from the working directory 
     header_timeout_s = 10              # a connection's request head must be in by then
     body_idle_timeout_s = 30           # a body silent this long: 408
     max_connections = 4096             # beyond: 503 at once (default: no limit)
+    default_retry_after_s = 1          # Retry-After when every route failed and none named one
 
     [tool.ledger.gateway.models]       # a public name -> the ADR-0014 chain, tried in order
     "gpt-4o-mini" = ["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5-20251001"]
@@ -158,7 +159,9 @@ class GatewayConfig:
     redis_url: str | None = None
     #: Serve the OTLP/HTTP trace receiver (:mod:`ledger.otel.receiver`) on ``/v1/traces``.
     otlp: bool = False
-    default_retry_after_s: float = 30.0
+    #: ``Retry-After`` when every route failed and none said when to come back: short, so
+    #: an SDK's default retries (2) end within seconds, as against the provider itself.
+    default_retry_after_s: float = 1.0
     timeout_s: float = 600.0
     #: A request body larger than this is refused (413) before it is read.
     max_body_bytes: int = MAX_BODY_BYTES
@@ -310,7 +313,7 @@ def parse_config(table: Any, path: Path | None = None) -> GatewayConfig:
         otlp=_flag(path, f"{p}.otlp", table.get("otlp", False)),
         redis_url=_optional_text(path, f"{p}.redis_url", table.get("redis_url")),
         default_retry_after_s=_positive(
-            path, f"{p}.default_retry_after_s", table.get("default_retry_after_s", 30)
+            path, f"{p}.default_retry_after_s", table.get("default_retry_after_s", 1)
         ),
         timeout_s=_positive(path, f"{p}.timeout_s", table.get("timeout_s", 600)),
         max_body_bytes=max_body,

@@ -2,8 +2,11 @@
 
 The decisions are the cascade's own (:class:`ledger.cascade.Plan`: next route on
 429, 5xx, transport failures and malformed answers; any other 4xx answered at
-once; all failed -> the localized 503 with ``Retry-After``). What this module adds
-is the relay:
+once). When every route failed, the answer is the one a provider would give
+(:func:`ledger.gateway.answers.exhausted_response`: 429 when every route was
+rate-limited, the routes' shared 5xx, else 503; the shortest upstream
+``Retry-After``), so each SDK's own retries behave as against the provider. What
+this module adds is the relay:
 
 * a whole answer is read, recorded, and sent on (translated when the route's wire
   differs from the client's);
@@ -42,9 +45,9 @@ import httpx
 
 from ledger.attempt import Filing, check_model
 from ledger.cascade import Plan, RetryPolicy, Route
-from ledger.errors import AllProvidersFailed, ProviderError
+from ledger.errors import ProviderError
 from ledger.events import UsageEvent
-from ledger.gateway.answers import JSON, NO_STORE, SSE, all_failed_response, error_response
+from ledger.gateway.answers import JSON, NO_STORE, SSE, error_response, exhausted_response
 from ledger.gateway.config import Target, Wire
 from ledger.gateway.inbound import BadRequest, Inbound
 from ledger.gateway.translate import (
@@ -52,6 +55,7 @@ from ledger.gateway.translate import (
     chat_to_messages,
     message_to_chat,
     messages_to_chat,
+    structured_output_tool,
 )
 from ledger.gateway.translate_stream import ChatToMessages, MessagesToChat
 from ledger.gateway.upstream import UpstreamResponse, Upstreams
@@ -223,8 +227,13 @@ class Caller:
                 return
             if delay:
                 await asyncio.sleep(delay)
-        exc: AllProvidersFailed = plan.exhausted(inbound.identity.locale)
-        status, headers, payload = all_failed_response(inbound.wire, exc, inbound.identity.locale)
+        status, headers, payload = exhausted_response(
+            inbound.wire,
+            plan.errors,
+            call_id=plan.call_id,
+            locale=inbound.identity.locale,
+            default_retry_after_s=self.default_retry_after_s,
+        )
         await _answer(send, status, headers, payload, outcome)
 
     async def _refuse(self, wire: Wire, error: ProviderError, send: Send, outcome: Outcome) -> None:
@@ -286,8 +295,13 @@ class Caller:
         if exchange.error is not None:
             return exchange.error
         if not passthrough:
-            back = message_to_chat if inbound.wire == "chat" else chat_to_message
-            body = json.dumps(back(json.loads(body)), ensure_ascii=False).encode()
+            data = json.loads(body)
+            back = (
+                message_to_chat(data, structured_output_tool(inbound.body))
+                if inbound.wire == "chat"
+                else chat_to_message(data)
+            )
+            body = json.dumps(back, ensure_ascii=False).encode()
         headers = [JSON, *_call_header(outcome)]
         await _answer(send, response.status_code, headers, body, outcome)
         return None
@@ -304,7 +318,10 @@ class Caller:
     ) -> ProviderError | None:
         transform: _Passthrough | _WholeEvents | _UsageStripper | MessagesToChat | ChatToMessages
         if target.wire != inbound.wire and inbound.wire == "chat":
-            transform = MessagesToChat(include_usage=inbound.include_usage)
+            transform = MessagesToChat(
+                include_usage=inbound.include_usage,
+                structured=structured_output_tool(inbound.body),
+            )
         elif target.wire != inbound.wire:
             transform = ChatToMessages()
         elif inbound.wire == "chat" and not inbound.include_usage:

@@ -10,10 +10,19 @@ raises :class:`Untranslatable` naming the field (the gateway answers 400): a
 feature is never dropped silently. Responses and streams are translated back
 in :mod:`ledger.gateway.translate_stream` (streams) and here (whole bodies).
 
+Structured output (``response_format`` ``json_schema`` or ``json_object``) goes to
+Anthropic the way Anthropic's own documentation does JSON output: one tool whose
+``input_schema`` is the schema, forced with ``tool_choice``; that tool's input comes
+back as the message's content (JSON text, ``finish_reason: "stop"``), never as a tool
+call. It cannot be combined with the request's own ``tools`` (the forced tool would
+stop the model from calling them): that is refused, saying so.
+
 The other way (an Anthropic-wire client whose chain reaches an OpenAI-wire
 provider) translates the same features; ``cache_control`` marks are dropped there
-(OpenAI-style providers cache prefixes by themselves), ``top_k``, ``thinking``
-and documents are refused.
+(OpenAI-style providers cache prefixes by themselves), a ``tool_result`` with
+``is_error: true`` becomes a tool message whose text says the tool failed (OpenAI's
+tool messages have no error flag; LangChain sets it on every failed tool), and
+``top_k``, ``thinking`` and documents are refused.
 """
 
 from __future__ import annotations
@@ -57,8 +66,17 @@ _READ: Final = frozenset(
         "tool_choice",
         "user",
         "parallel_tool_calls",
+        "response_format",
     }
 )
+#: The forced tool's name when a ``json_object`` request (or a schema) names none.
+STRUCTURED_TOOL: Final = "json_output"
+#: What the forced tool tells the model it is for.
+_STRUCTURED_DESCRIPTION: Final = (
+    "Give your whole answer by calling this tool: its input is the answer, as JSON."
+)
+#: The text a failed tool's result starts with on the OpenAI wire (no error flag there).
+TOOL_ERROR_PREFIX: Final = "Error: "
 
 FINISH_REASONS: Final = {
     "end_turn": "stop",
@@ -111,7 +129,54 @@ def chat_to_messages(body: Mapping[str, Any], model: str) -> dict[str, Any]:
     choice = _tool_choice(body.get("tool_choice"), body.get("parallel_tool_calls"))
     if choice is not None:
         out["tool_choice"] = choice
+    structured = _structured_tool(body)
+    if structured is not None:
+        out["tools"] = [structured]
+        out["tool_choice"] = {"type": "tool", "name": structured["name"]}
     return out
+
+
+def structured_output_tool(body: Mapping[str, Any]) -> str | None:
+    """The name of the forced tool carrying an OpenAI-wire request's structured output
+    (None: the request asks for text), for reading the answer back."""
+    fmt = body.get("response_format")
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("json_schema", "json_object"):
+        return None
+    spec = fmt.get("json_schema")
+    name = spec.get("name") if isinstance(spec, dict) else None
+    return name if isinstance(name, str) and name else STRUCTURED_TOOL
+
+
+def _structured_tool(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The forced tool expressing ``response_format`` (None: plain text is asked)."""
+    fmt = body.get("response_format")
+    if fmt is None or fmt in _DEFAULTS["response_format"]:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind not in ("json_schema", "json_object"):
+        raise Untranslatable(f"response_format of type {kind!r}", "Anthropic messages")
+    if body.get("tools") or body.get("tool_choice") not in (None, "auto", "none"):
+        raise Untranslatable(
+            "response_format together with tools (Anthropic expresses structured output "
+            "as a forced tool call, which would keep the model from calling yours)",
+            "Anthropic messages",
+        )
+    schema: Any = {"type": "object"}
+    description = _STRUCTURED_DESCRIPTION
+    if kind == "json_schema":
+        spec = fmt.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            raise Untranslatable(
+                "response_format.json_schema.schema whose root is not an object "
+                "(Anthropic's tool input must be a JSON object)",
+                "Anthropic messages",
+            )
+        assert isinstance(spec, dict)
+        if isinstance(spec.get("description"), str) and spec["description"]:
+            description = f"{spec['description']} {description}"
+    name = structured_output_tool(body)
+    return {"name": name, "description": description, "input_schema": schema}
 
 
 def _text_parts(content: Any, where: str) -> list[dict[str, Any]]:
@@ -262,8 +327,9 @@ def openai_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def message_to_chat(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The OpenAI chat completion for a whole Anthropic message body."""
+def message_to_chat(data: Mapping[str, Any], structured: str | None = None) -> dict[str, Any]:
+    """The OpenAI chat completion for a whole Anthropic message body; ``structured``: the
+    forced tool whose input is the answer's content (:func:`structured_output_tool`)."""
     text: list[str] = []
     calls: list[dict[str, Any]] = []
     for block in data.get("content") or []:
@@ -271,6 +337,8 @@ def message_to_chat(data: Mapping[str, Any]) -> dict[str, Any]:
             continue
         if block.get("type") == "text":
             text.append(str(block.get("text", "")))
+        elif block.get("type") == "tool_use" and structured and block.get("name") == structured:
+            text = [json.dumps(block.get("input", {}), ensure_ascii=False)]
         elif block.get("type") == "tool_use":
             calls.append(
                 {
@@ -286,6 +354,9 @@ def message_to_chat(data: Mapping[str, Any]) -> dict[str, Any]:
     if calls:
         message["tool_calls"] = calls
     stop = data.get("stop_reason")
+    finish = FINISH_REASONS.get(str(stop), "stop")
+    if structured and not calls and finish == "tool_calls":
+        finish = "stop"  # the forced tool was the answer, not a call for the client
     return {
         "id": data.get("id"),
         "object": "chat.completion",
@@ -295,7 +366,7 @@ def message_to_chat(data: Mapping[str, Any]) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": FINISH_REASONS.get(str(stop), "stop"),
+                "finish_reason": finish,
                 "logprobs": None,
             }
         ],
@@ -410,9 +481,9 @@ def _chat_messages(message: Any, where: str) -> list[dict[str, Any]]:
             function = {"name": block.get("name"), "arguments": arguments}
             calls.append({"id": block.get("id"), "type": "function", "function": function})
         elif kind == "tool_result" and role == "user":
-            if block.get("is_error"):
-                raise Untranslatable(f"{where}.content[{j}].is_error", "OpenAI chat completions")
             text = _chat_text(block.get("content") or "", f"{where}.content[{j}].content")
+            if block.get("is_error") and not text.lower().startswith("error"):
+                text = TOOL_ERROR_PREFIX + text
             results.append(
                 {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text}
             )

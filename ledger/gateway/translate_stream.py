@@ -29,7 +29,10 @@ def _data(chunk: dict[str, Any]) -> bytes:
 class MessagesToChat:
     """Feed Anthropic SSE bytes, get OpenAI SSE bytes."""
 
-    def __init__(self, *, include_usage: bool) -> None:
+    def __init__(self, *, include_usage: bool, structured: str | None = None) -> None:
+        #: The forced tool carrying structured output: its input is streamed as content.
+        self._structured = structured
+        self._answer_blocks: set[int] = set()
         self._sse = SSEDecoder()
         self._include_usage = include_usage
         self._id = "chatcmpl-gateway"
@@ -82,6 +85,8 @@ class MessagesToChat:
                     self._usage[key] = value
             stop = jsonwire.obj(event.get("delta")).get("stop_reason")
             self._finish = FINISH_REASONS.get(str(stop), "stop")
+            if self._finish == "tool_calls" and self._answer_blocks and not self._tools:
+                self._finish = "stop"  # the forced tool was the answer, not a call
             return b""
         if kind == "message_stop":
             return self._end()
@@ -102,6 +107,9 @@ class MessagesToChat:
         block = jsonwire.obj(event.get("content_block"))
         if block.get("type") != "tool_use":
             return b""
+        if self._structured and block.get("name") == self._structured:
+            self._answer_blocks.add(jsonwire.count(event.get("index")) or 0)
+            return b""
         index = len(self._tools)
         self._tools[jsonwire.count(event.get("index")) or 0] = index
         call = {
@@ -116,6 +124,10 @@ class MessagesToChat:
         delta = jsonwire.obj(event.get("delta"))
         if delta.get("type") == "text_delta":
             return self._chunk({"content": delta.get("text", "")})
+        if delta.get("type") == "input_json_delta" and (
+            (jsonwire.count(event.get("index")) or 0) in self._answer_blocks
+        ):
+            return self._chunk({"content": delta.get("partial_json", "")})
         if delta.get("type") == "input_json_delta":
             index = self._tools.get(jsonwire.count(event.get("index")) or 0, 0)
             call = {"index": index, "function": {"arguments": delta.get("partial_json", "")}}

@@ -16,11 +16,12 @@ the relay passes bytes on as they come.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import httpx
@@ -33,14 +34,17 @@ from ledger.attempt import (
     PolicyHolder,
     Prepared,
     Recorder,
+    http_failure,
     prepare,
 )
+from ledger.errors import ProviderError
 from ledger.events import UsageEvent
 from ledger.gateway.config import GatewayConfig, Target
 from ledger.gateway.http1 import Http1Pool, Timeouts
 from ledger.gateway.inbound import Inbound
 from ledger.instrument.meter import Exchange, Meter
 from ledger.providers import Provider, make_provider
+from ledger.providers.base import ChatRequest
 
 if TYPE_CHECKING:
     from ledger.budgets.guard import BudgetGuard
@@ -79,6 +83,16 @@ def _httpx_client(config: GatewayConfig) -> httpx.AsyncClient:
             socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
         ),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """A token count's answer: the provider's status and body, and its error (redacted)
+    when the status is not 2xx."""
+
+    status: int
+    body: bytes
+    error: ProviderError | None
 
 
 class GuardedRecorder:
@@ -214,6 +228,37 @@ class Upstreams:
             return None
         exchange.respond(response.status_code, response.headers)
         return response
+
+    async def count_tokens(self, target: Target, body: Mapping[str, Any]) -> Counted:
+        """Anthropic's own count for ``body`` (``POST /v1/messages/count_tokens``, beside
+        ``/v1/messages`` at the provider's base URL, with its key and version headers).
+
+        Not metered: the endpoint is free and makes no row. ``httpx.HTTPError`` when the
+        provider could not be reached."""
+        provider = self.provider(target.provider)
+        built = provider.build_request(ChatRequest(model=target.model, messages=()))
+        url = built.url + "/count_tokens"
+        headers = {**built.headers, "accept-encoding": "identity"}
+        content = json.dumps({**body, "model": target.model}, ensure_ascii=False).encode()
+        response: UpstreamResponse
+        if self.http is None:
+            response = await self.pool.send("POST", url, headers, content)
+        else:
+            request = self.http.build_request("POST", url, headers=headers, content=content)
+            response = await self.http.send(request, stream=True)
+        try:
+            answer = await response.aread()
+        finally:
+            await response.aclose()
+        if 200 <= response.status_code < 300:
+            return Counted(response.status_code, answer, None)
+        error = http_failure(
+            provider,
+            response.status_code,
+            provider.parse_error(response.status_code, answer),
+            response.headers,
+        )
+        return Counted(response.status_code, answer, error)
 
     async def aclose(self) -> None:
         await self.pool.aclose()

@@ -87,7 +87,8 @@ def test_system_tools_tool_calls_and_results_translate() -> None:
     [
         ({"logprobs": True}, "logprobs"),
         ({"n": 2}, "n"),
-        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}}, "root"),
+        ({"response_format": {"type": "json_object"}, "tool_choice": "required"}, "with tools"),
         ({"seed": 1}, "seed"),
         ({"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]}, "input_audio"),
         ({"messages": [{"role": "function", "content": "x"}]}, "role 'function'"),
