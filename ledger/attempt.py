@@ -26,9 +26,9 @@ from ledger.errors import (
 )
 from ledger.events import (
     ABANDONED,
-    INTERRUPTED,
     Arm,
     ErrorType,
+    InvalidField,
     UsageEvent,
     check_tags,
     check_text,
@@ -181,15 +181,23 @@ class LazyRecorder:
             self._recorder = self._journal = ledger
         return self._recorder
 
+    def record(self, event: UsageEvent) -> UsageEvent:
+        """Record ``event`` and return it as stored: an attempt that happened is never
+        lost to a value its row cannot hold, which is repaired and named instead
+        (:func:`ledger.events.recordable`; only then, so the usual event is checked once)."""
+        recorder = self.get()
+        try:
+            recorder.record(event)
+        except InvalidField:
+            event = recordable(event)
+            recorder.record(event)
+        return event
+
     def begin_attempt(self, prep: Prepared) -> None:
         """Journal that ``prep`` is being sent, when the recorder journals (a Ledger does)."""
         self.get()
         if self._journal is not None:
-            event = interrupted_event(prep)
-            try:
-                self._journal.begin_attempt(event)
-            except ValueError:  # a value sent that its row cannot hold: cut and named
-                self._journal.begin_attempt(recordable(event))
+            self._journal.begin_attempt(_sent(prep))
 
     def policies(self) -> PolicySource | None:
         """The routing policies of the recorder's database (a Ledger's), else None."""
@@ -243,7 +251,7 @@ class Prepared:
     started_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
     timeout: float | None = None
     #: The attempt's row's id, fixed before sending: the journaled start
-    #: (:func:`interrupted_event`) and the row itself share it.
+    #: (``Ledger.begin_attempt``) and the row itself share it.
     event_id: str = field(default_factory=new_id)
     #: The routing policy it was sent under and its session's arm (None: no policy).
     policy_id: int | None = None
@@ -449,10 +457,10 @@ def build_event(
     the usage seen so far is recorded with ``usage_reported`` false, as it is when
     the provider reported none.
 
-    The attempt happened (and may be paid for), so the row is never one the ledger
-    refuses: a value it cannot store as it came (the provider's ``model`` or
-    ``generation_id`` past its column's size, a cost past ``numeric(20, 10)``…) is cut
-    or dropped and named in the ``ledger_repaired`` tag (:func:`ledger.events.recordable`).
+    The attempt happened (and may be paid for), so its row is never refused: a value
+    the ledger cannot store as it came (the provider's ``model`` or ``generation_id``
+    past its column's size, a cost past ``numeric(20, 10)``…) is cut or dropped and
+    named in the ``ledger_repaired`` tag when it is recorded (:meth:`LazyRecorder.record`).
     """
     usage = parsed.usage if parsed is not None and parsed.usage is not None else _NO_USAGE
     reported = (
@@ -467,7 +475,8 @@ def build_event(
     )
     event = _sent(prep)
     event.latency_ms, event.ttft_ms = latency_ms, ttft_ms
-    # The provider's own strings, as they came: recordable() cuts and flags them.
+    # The provider's own strings, as they came: recording cuts and flags what its row
+    # cannot hold (LazyRecorder.record).
     event.model = parsed.model or None if parsed else None
     event.upstream = _upstream(parsed, error) or None
     event.generation_id = parsed.generation_id or None if parsed else None
@@ -482,7 +491,7 @@ def build_event(
     event.cost_usd, event.cost_source = cost.usd, cost.source
     event.streamed, event.usage_reported = streamed, reported
     event.usage_details = usage.details()
-    return recordable(event)
+    return event
 
 
 def _sent(prep: Prepared) -> UsageEvent:
@@ -509,15 +518,6 @@ def _sent(prep: Prepared) -> UsageEvent:
         policy_id=prep.policy_id,
         arm=prep.arm,
     )
-
-
-def interrupted_event(prep: Prepared) -> UsageEvent:
-    """The row ``prep`` becomes if its process ends between sending and recording it:
-    what was known when it was sent, usage and cost unknown (see
-    ``Ledger.begin_attempt``). Made for every attempt, on the caller's thread."""
-    event = _sent(prep)
-    event.status, event.error_type, event.usage_reported = "error", INTERRUPTED, False
-    return event
 
 
 def _upstream(parsed: Parsed | None, error: ProviderError | None) -> str | None:

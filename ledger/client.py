@@ -112,16 +112,18 @@ class _Base:
             self._providers[name] = make_provider(name)
         return self._providers[name]
 
-    def record(self, event: UsageEvent) -> None:
-        """Record ``event``; a failure is logged (raised when ``strict``), never the caller's."""
+    def record(self, event: UsageEvent) -> UsageEvent:
+        """Record ``event``; the event as stored (a value its row cannot hold repaired and
+        named). A failure is logged (raised when ``strict``), never the caller's."""
         if self.guard is not None:
             self.guard.observe(event)  # the spend happened whether or not the ledger took it
         try:
-            self._sink.get().record(event)
+            return self._sink.record(event)
         except Exception:
             if self.strict:
                 raise
             log.exception("ledger: could not record attempt %s", event.event_id)
+            return event
 
     def begin_attempt(self, prep: Prepared) -> None:
         """Journal that ``prep`` is about to be sent (its row if this process dies before
@@ -257,7 +259,7 @@ class _Base:
             abandoned=abandoned,
             cut_short=cut_short,
         )
-        self.record(event)
+        event = self.record(event)
         if error is not None:
             error.event = event
         return event

@@ -17,6 +17,7 @@ import math
 import operator
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Annotated, Any, Final, Literal
@@ -441,6 +442,42 @@ _DROPPABLE: Final = frozenset(
     {"latency_ms", "ttft_ms", "http_status", "cost_usd", "cost_source", "tags", "usage_details"}
 )
 _NOT_FREE_TEXT: Final = frozenset({"event_id", "call_id", "status", "error_type", "cost_source"})
+
+
+#: What is known of an attempt when it is sent: the fields ``Ledger.begin_attempt``
+#: journals, from which replay makes the row of an attempt never recorded.
+SENT_FIELDS: Final = (
+    "event_id",
+    "call_id",
+    "attempt",
+    "started_at",
+    "session_id",
+    "actor_id",
+    "session_key",
+    "requested_provider",
+    "requested_model",
+    "provider",
+    "routing_sort",
+    "routing_order",
+    "streamed",
+    "paused",
+    "locale",
+    "tags",
+    "policy_id",
+    "arm",
+)
+sent_values: Final = operator.attrgetter(*SENT_FIELDS)
+
+
+def interrupted_row(sent: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The wire row of an attempt journaled as it was sent (``sent``: its
+    :data:`SENT_FIELDS`, ``started_at`` as RFC 3339 text) and never recorded: an
+    ``error`` of type ``interrupted``, usage and cost unknown. A value its row cannot
+    hold is repaired and named (:func:`recordable`); ``ValueError`` for a caller's bug."""
+    fields: dict[str, Any] = {name: sent[name] for name in SENT_FIELDS if name in sent}
+    fields["started_at"] = dt.datetime.fromisoformat(str(fields["started_at"]))
+    event = UsageEvent(**fields, status="error", error_type=INTERRUPTED, usage_reported=False)
+    return to_row(recordable(event))
 
 
 def recordable(event: UsageEvent) -> UsageEvent:

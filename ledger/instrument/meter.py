@@ -161,11 +161,13 @@ class Meter:
             self._complained.add(kind)
         log.warning("ledger instrumentation: %s (logged once)", message, exc_info=exc)
 
-    def record(self, event: UsageEvent) -> None:
+    def record(self, event: UsageEvent) -> UsageEvent:
+        """Record ``event``; the event as stored (a value its row cannot hold repaired)."""
         try:
-            self._sink.get().record(event)
+            return self._sink.record(event)
         except Exception as exc:  # the ledger is never the SDK call's problem
             self.complain("record", f"could not record attempt {event.event_id}: {exc}", exc)
+            return event
 
     def begin_attempt(self, prep: Prepared) -> None:
         """Journal that ``prep`` is being sent (its row if this process dies first)."""
@@ -594,5 +596,4 @@ class Exchange:
         except Exception as exc:
             self.meter.complain(f"row:{self.provider.name}", "could not build the row", exc)
             return
-        self.event = event
-        self.meter.record(event)
+        self.event = self.meter.record(event)

@@ -23,14 +23,14 @@ Segment format: the first line is a header naming the columns, so a journal
 written by an older version replays into a newer schema::
 
     {"ledger_journal": 2, "columns": ["event_id", "call_id", ...]}
-    {"open": ["9a4d...", "5f2c...", 1, ...]}
+    {"open": {"event_id": "9a4d...", "call_id": "5f2c...", "attempt": 1, ...}}
     ["0b1e...", "5f2c...", 1, "2026-11-30 10:00:00.000000", ...]
     {"sealed": true}
 
 An array is an event. An ``open`` line is an attempt that has started (sent to a
-provider, maybe served and billed) and has no event yet: the row it becomes if its
-process dies first, an ``error`` of type ``interrupted`` under the event id its own
-event will carry. The event, when it comes, closes it. A segment that is rotated
+provider, maybe served and billed) and has no event yet: what was known when it was
+sent, from which replay makes an ``error`` row of type ``interrupted`` under the
+event id its own event will carry. The event, when it comes, closes it. A segment that is rotated
 out carries its still-open attempts into the next one and then ends with the
 ``sealed`` line, so an attempt is open in at most one unsealed segment: replay
 stores the open attempts of an unsealed orphan that no event of that segment
@@ -55,6 +55,7 @@ from typing import Any, Final
 import msgspec
 
 from ledger.errors import JournalError
+from ledger.events import SENT_FIELDS, UsageEvent, interrupted_row, sent_values
 from ledger.schema import EVENT_COLUMNS, OLD_ROW_DEFAULTS
 
 log = logging.getLogger(__name__)
@@ -82,9 +83,17 @@ def encode_row(row: Sequence[Any]) -> bytes:
     return _encode(row) + b"\n"
 
 
-def encode_open(row: Sequence[Any]) -> bytes:
-    """The line of an attempt that has started: ``row`` is what it becomes if never closed."""
-    return b'{"open":' + _encode(row) + b"}\n"
+def encode_open(event: UsageEvent) -> bytes:
+    """The line of an attempt that has started: what was known when it was sent
+    (:data:`~ledger.events.SENT_FIELDS`, by name). Not checked here, on the caller's
+    thread: replay makes its row (:func:`~ledger.events.interrupted_row`) and repairs
+    what the row cannot hold."""
+    return b'{"open":' + _encode(dict(zip(SENT_FIELDS, sent_values(event), strict=True))) + b"}\n"
+
+
+def open_row(line: bytes) -> tuple[Any, ...]:
+    """The row replay makes of the ``open`` line ``line`` (an attempt never recorded)."""
+    return interrupted_row(json.loads(line)["open"])
 
 
 #: Ends a segment that was rotated out (its open attempts live on in the next one).
@@ -217,7 +226,7 @@ def _decode(path: Path, data: bytes) -> tuple[list[tuple[Any, ...]], list[str]]:
             if isinstance(values, list):
                 rows.append(as_row(values))
             elif "open" in values:
-                row = as_row(values["open"])
+                row = interrupted_row(values["open"])
                 opened[row[0]] = row
             else:
                 sealed = sealed or values.get("sealed") is True

@@ -118,9 +118,8 @@ class Ledger:
         self._journal_error: JournalError | None = None
         self._journal_failing_since = 0.0
         self._pending = self._new_pending(max_pending_rows)
-        #: Attempts begun and not yet recorded: event id -> their ``open`` line and the
-        #: row they become if never recorded.
-        self._open: dict[str, tuple[bytes, Row]] = {}
+        #: Attempts begun and not yet recorded: event id -> their journaled ``open`` line.
+        self._open: dict[str, bytes] = {}
         self._recorded = 0
         self._closed = False
         self._settings = WriterSettings(batch_size=batch_size, flush_interval_s=flush_interval_s)
@@ -227,21 +226,21 @@ class Ledger:
         """Journal that an attempt has started; ``record()`` of an event with the same
         ``event_id`` closes it.
 
-        ``event`` is the row the attempt becomes if this process dies before recording
-        it (an ``error`` of type ``interrupted``, with what was known when it was sent):
-        the next ledger on this journal, or ``ledger replay``, stores it, so an attempt
-        a provider may have served and billed is never missing from the ledger. Costs
-        one short line in the journal, nothing in the database. Best effort: when the
-        journal cannot be written the attempt is simply not journaled (``record()``'s
-        own rules then apply to its event). Raises ``ValueError`` for an invalid event.
+        ``event`` is the attempt as known when it is sent (its
+        :data:`~ledger.events.SENT_FIELDS`; the rest is ignored). If this process dies
+        before recording it, the next ledger on this journal, or ``ledger replay``,
+        stores it as an ``error`` of type ``interrupted``, usage and cost unknown, so
+        an attempt a provider may have served and billed is never missing from the
+        ledger. Costs one short line in the journal, nothing in the database. Best
+        effort: when the journal cannot be written the attempt is simply not journaled
+        (``record()``'s own rules then apply to its event).
         """
-        row = to_row(event)
-        line = journal.encode_open(row)
+        line = journal.encode_open(event)
         with self._pending.lock:
             if self._closed:
                 raise RuntimeError("this Ledger is closed")
             if self._journal_error is None and self._journal(line, event=False):
-                self._open[event.event_id] = (line, row)
+                self._open[event.event_id] = line
 
     def _export(self, exporter: Exporter, event: UsageEvent) -> None:
         """Hand ``event`` to ``exporter``; its failure is logged once, never raised."""
@@ -352,10 +351,10 @@ class Ledger:
         the same ``interrupted`` row twice under one event id, that is once.
         """
         sealed = self._segment
-        carried = sum(len(line) for line, _ in self._open.values())
+        carried = sum(map(len, self._open.values()))
         capacity = max(self._segment_bytes, 2 * line_bytes + carried + 4096)
         self._segment = journal.open_segment(self.journal_dir, capacity)
-        for line, _ in self._open.values():
+        for line in self._open.values():
             journal.append(self._segment, line, event=False)
         journal.seal(sealed)
         self._pending.seals.append((len(self._pending.rows), sealed))
@@ -373,10 +372,11 @@ class Ledger:
         """Closing with attempts still open: each is stored as what it would be after a
         kill (``interrupted``), not lost with the segment (under the pending lock)."""
         while self._open:
-            event_id, (_, row) = self._open.popitem()
+            event_id, line = self._open.popitem()
             try:
+                row = journal.open_row(line)
                 self._keep(row, journal.encode_row(row), event_id)
-            except JournalError as exc:
+            except (JournalError, ValueError) as exc:
                 log.error("ledger: closing with attempt %s open and unrecorded: %s", event_id, exc)
 
     def flush(self, timeout: float | None = 10.0) -> bool:

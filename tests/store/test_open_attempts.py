@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import openai
-import pytest
 from sqlalchemy import select
 
 import ledger
+from ledger.events import REPAIRED_TAG
 from ledger.schema import token_usage
 from ledger.store.engine import make_engine
 from ledger.store.ledger import Ledger, replay
@@ -106,13 +106,17 @@ def test_closing_with_an_attempt_still_open_stores_it_as_interrupted(
     }
 
 
-def test_an_invalid_start_is_refused_like_an_invalid_event(sqlite_url: str, tmp_path: Path) -> None:
-    with (
-        Ledger(sqlite_url, journal_dir=tmp_path / "journal") as led,
-        pytest.raises(ValueError, match="requested_model"),
-    ):
-        led.begin_attempt(attempt("bad", status="interrupted", requested_model="m" * 300))
-    assert rows(sqlite_url) == {}
+def test_an_open_attempt_with_a_value_its_row_cannot_hold_is_stored_repaired(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    with Ledger(sqlite_url, journal_dir=tmp_path / "journal") as led:
+        led.begin_attempt(attempt("long", status="interrupted", requested_model="m" * 300))
+    engine = make_engine(sqlite_url)
+    with engine.connect() as conn:
+        row = conn.execute(select(token_usage)).one()
+    engine.dispose()
+    assert (row.status, row.error_type) == ("error", "interrupted")
+    assert row.requested_model == "m" * 256 and row.tags == {REPAIRED_TAG: "requested_model"}
 
 
 def test_the_sdk_transport_journals_each_attempt_it_sends(
