@@ -4,7 +4,7 @@ Each case is measured against a same-run baseline, rounds interleaved (alternati
 which goes first); "added" is the median over rounds of (case - baseline) in the
 calling thread's CPU time per call, with the quartiles of those differences.
 
-* ``stream, no metadata``: the real o3 stream (tests/fixtures, 20 text chunks)
+* ``stream, no metadata``: the real o3 stream (tests/fixtures, 102 data chunks)
   through OpenRouter's usage stream parser (the metering transport's), against the
   same parser with the metadata check switched off (what every chunk cost before).
 * ``stream, metadata``: the same stream with the docs' fallback metadata on its
@@ -69,7 +69,8 @@ def main(rounds: int, block: int) -> None:
     from ledger.providers.openai_compat import OpenRouterProvider
 
     provider = OpenRouterProvider(api_key="k", base_url="http://127.0.0.1:1")
-    meta = json.loads((PAYLOADS / "router_metadata" / "openrouter_metadata_doc_response_shape.json").read_text())
+    doc = PAYLOADS / "router_metadata" / "openrouter_metadata_doc_response_shape.json"
+    meta = json.loads(doc.read_text())
     meta["attempt"] = 2
     meta["attempts"] = [
         {"provider": "OpenAI", "model": "openai/gpt-4o-mini", "status": 502},

@@ -225,3 +225,23 @@ def test_openrouter_asks_for_router_metadata_unless_told_not_to() -> None:
     assert "x-openrouter-metadata" not in off.build_request(request).headers
     other = make_provider("openai", api_key="k")
     assert "x-openrouter-metadata" not in other.build_request(request).headers
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["on the event", "in its response"])
+def test_a_responses_stream_gives_them_from_its_final_event(inside: bool) -> None:
+    # The docs say "the final chunk" for the Responses API without saying where in the
+    # event: both places are read.
+    text = (PAYLOADS / "openrouter_responses_stream_gpt_oss_reasoning.sse").read_text()
+    lines = text.split("\n")
+    (at,) = [i for i, line in enumerate(lines) if '"type":"response.completed"' in line]
+    event = json.loads(lines[at][len("data: ") :])
+    if inside:
+        event["response"]["openrouter_metadata"] = FALLBACK
+    else:
+        event["openrouter_metadata"] = FALLBACK
+    lines[at] = "data: " + json.dumps(event, separators=(",", ":"))
+    provider = _provider()
+    parsed = _stream(provider.responses_stream_parser(), "\n".join(lines))
+    reference = _stream(provider.responses_stream_parser(), text)
+    assert parsed.router_attempts == (RouterAttempt("OpenAI", 502), RouterAttempt("Azure", 200))
+    assert reference.router_attempts is None and parsed.usage == reference.usage
