@@ -39,6 +39,7 @@ from ledger.policies import Policy, PolicySource, apply_to, arm_for
 from ledger.price_overrides import NO_OVERRIDES, PriceBook
 from ledger.pricing import Cost, attempt_cost
 from ledger.providers.base import ChatRequest, ErrorBody, InBandError, Parsed, Provider, Usage
+from ledger.providers.router_metadata import as_column
 from ledger.schema import STRING_LIMITS
 from ledger.session_key import DEFAULT_PREFIX, session_key
 
@@ -517,6 +518,7 @@ def _sent(prep: Prepared) -> UsageEvent:
         tags=dict(call.tags) if call.tags is not None else None,
         policy_id=prep.policy_id,
         arm=prep.arm,
+        router_attempts=as_column(parsed.router_attempts) if parsed is not None else None,
     )
 
 

@@ -171,6 +171,10 @@ class UsageEvent:
     usage_details: dict[str, dict[str, int]] | None = None
     policy_id: int | None = None
     arm: Arm | None = None
+    #: The upstreams an aggregator's router tried inside this attempt, in order:
+    #: ``[{"upstream": str | None, "status": int | None, "latency_ms": float | None}]``
+    #: (OpenRouter's router metadata); None when not known.
+    router_attempts: list[dict[str, Any]] | None = None
 
     def replace(self, **changes: Any) -> UsageEvent:
         """A copy with ``changes`` applied (a new ``event_id`` is not implied)."""
@@ -335,6 +339,42 @@ def _usage_details(value: Any) -> str | None:
     return text
 
 
+#: A router tries a handful of upstreams; a longer list is no list of attempts.
+MAX_ROUTER_ATTEMPTS: Final = 32
+_ATTEMPT_KEYS: Final = ("upstream", "status", "latency_ms")
+
+
+def _router_attempt(item: Any) -> bool:
+    if type(item) is not dict or tuple(item) != _ATTEMPT_KEYS:
+        return False
+    upstream, status, latency = item["upstream"], item["status"], item["latency_ms"]
+    return (
+        (upstream is None or (type(upstream) is str and len(upstream) <= STRING_LIMITS["upstream"]))
+        and (status is None or (type(status) is int and 0 <= status <= 599))
+        and (latency is None or (type(latency) is float and 0 <= latency < _INF))
+    )
+
+
+def _router_attempts(value: Any) -> str | None:
+    if value is None:
+        return None
+    if (
+        type(value) is not list
+        or not 0 < len(value) <= MAX_ROUTER_ATTEMPTS
+        or not all(map(_router_attempt, value))
+    ):
+        raise _fail(
+            "router_attempts",
+            value,
+            f"expected 1 to {MAX_ROUTER_ATTEMPTS} of {{'upstream': str | None, "
+            "'status': int | None, 'latency_ms': float | None}, or None",
+        )
+    try:
+        return _encode_json(value).decode()
+    except UnicodeEncodeError:  # a lone surrogate in an upstream's name
+        raise _fail("router_attempts", value, "not encodable as UTF-8") from None
+
+
 _encode_json: Final = msgspec.json.Encoder().encode
 _encode_compact: Final = compact_encoder(allow_nan=False)
 
@@ -427,6 +467,8 @@ def to_row(event: UsageEvent) -> tuple[Any, ...]:
         row[i] = 1 if row[i] else 0
     row[31] = _tags(row[31])
     row[33] = _usage_details(row[33])
+    if row[36] is not None:
+        row[36] = _router_attempts(row[36])
     return tuple(row)
 
 
@@ -439,7 +481,10 @@ UNKNOWN: Final = "unknown"
 #: Fields whose value comes from outside the caller's hands (the provider's answer, an
 #: SDK's request) and that :func:`recordable` may set to None when no value fits.
 _DROPPABLE: Final = frozenset(
-    {"latency_ms", "ttft_ms", "http_status", "cost_usd", "cost_source", "tags", "usage_details"}
+    {
+        *("latency_ms", "ttft_ms", "http_status", "cost_usd", "cost_source", "tags"),
+        *("usage_details", "router_attempts"),
+    }
 )
 _NOT_FREE_TEXT: Final = frozenset({"event_id", "call_id", "status", "error_type", "cost_source"})
 
@@ -619,6 +664,7 @@ def _checked_row(event: UsageEvent) -> tuple[Any, ...]:
         _usage_details(e.usage_details),
         e.policy_id,
         e.arm,
+        _router_attempts(e.router_attempts),
     )
 
 
@@ -684,5 +730,5 @@ _FLAG_POSITIONS: Final = tuple(EVENT_COLUMNS.index(name) for name in _FLAG_FIELD
 assert [EVENT_COLUMNS.index(name) for name in (
     "event_id", "call_id", "started_at", "latency_ms", "ttft_ms", "input_tokens",
     "cache_read_tokens", "cache_write_tokens", "cost_usd", "cost_source", "tags",
-    "usage_details",
-)] == [0, 1, 3, 4, 5, 20, 22, 23, 25, 26, 31, 33]  # fmt: skip
+    "usage_details", "router_attempts",
+)] == [0, 1, 3, 4, 5, 20, 22, 23, 25, 26, 31, 33, 36]  # fmt: skip

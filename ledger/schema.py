@@ -188,6 +188,12 @@ def _columns(*, partitioned: bool) -> list[Column[Any]]:
         # ``holdout`` sent the request as it was. NULL for rows sent without a policy.
         Column("policy_id", BigInteger),
         Column("arm", String(16)),
+        # The upstreams an aggregator's router tried inside the attempt, in order: a list
+        # of {"upstream", "status", "latency_ms"} (OpenRouter's router metadata at call
+        # time, else its generation record's provider_responses, stored by ``ledger
+        # reconcile openrouter``). NULL when not known; the row's ``upstream`` is the one
+        # that served.
+        Column("router_attempts", JSON),
     ]
 
 

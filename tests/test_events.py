@@ -132,6 +132,19 @@ def test_abandoned_is_an_error_type() -> None:
         ({"actor_id": "a\x00b"}, "actor_id", "NUL"),
         ({"actor_id": "\ud800"}, "actor_id", "UTF-8"),
         ({"http_status": 42}, "http_status", "integer from 100"),
+        ({"router_attempts": []}, "router_attempts", "expected 1 to 32"),
+        ({"router_attempts": [{"upstream": "A", "status": 200}]}, "router_attempts", "expected"),
+        (
+            {"router_attempts": [{"upstream": "A", "status": 200, "latency_ms": -1.0}]},
+            "router_attempts",
+            "expected",
+        ),
+        (
+            {"router_attempts": [{"upstream": "A", "status": 600, "latency_ms": None}]},
+            "router_attempts",
+            "expected",
+        ),
+        ({"router_attempts": "OpenAI"}, "router_attempts", "expected"),
     ],
 )
 def test_invalid_events_raise_naming_field_and_value(
@@ -186,6 +199,12 @@ def test_a_forked_child_never_hands_out_the_parents_next_ids() -> None:
         {"cost_usd": 3, "cost_source": "computed"},
         {"http_status": 429, "status": "error", "error_type": "rate_limited"},
         {"response_cache_hit": True, "streamed": True, "paused": True, "usage_reported": False},
+        {
+            "router_attempts": [
+                {"upstream": "DeepInfra", "status": 502, "latency_ms": None},
+                {"upstream": "Together", "status": 200, "latency_ms": 412.5},
+            ]
+        },
     ],
 )
 def test_the_usual_path_writes_the_row_the_checked_path_writes(changes: dict[str, Any]) -> None:
@@ -251,3 +270,16 @@ def test_a_bad_value_the_usual_path_meets_is_named_as_before(
 ) -> None:
     with pytest.raises(ValueError, match=f"UsageEvent.{field} ="):
         to_row(event(**changes))
+
+
+def test_router_attempts_are_stored_as_compact_json_and_a_bad_list_is_dropped() -> None:
+    attempts = [
+        {"upstream": "DeepInfra", "status": 502, "latency_ms": None},
+        {"upstream": "Together", "status": 200, "latency_ms": 412.5},
+    ]
+    row = to_row(event(router_attempts=attempts))
+    assert json.loads(row[EVENT_COLUMNS.index("router_attempts")]) == attempts
+    assert EVENT_COLUMNS[-1] == "router_attempts"  # new columns go last (to_row's positions)
+    # The attempt happened: a list the column cannot hold is dropped, the row kept.
+    kept = events.recordable(event(router_attempts=[{"upstream": 1}]))
+    assert kept.router_attempts is None and kept.tags == {events.REPAIRED_TAG: "router_attempts"}

@@ -155,6 +155,7 @@ _METER_OPTIONS: Final = (
     "session_prefix",
     "include_usage",
     "policies",
+    "router_metadata",
 )
 
 

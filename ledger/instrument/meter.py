@@ -125,6 +125,13 @@ class Meter:
     ``policies``: the routing policies applied to OpenRouter chat requests
     (:mod:`ledger.policies`), as the client applies them; True reads those in the
     ledger's database (none when ``ledger`` is another recorder), False applies none.
+
+    ``router_metadata`` (default True): the metering transports add
+    ``X-OpenRouter-Metadata: enabled`` to OpenRouter requests that do not set it (or its
+    legacy name) themselves, so the row records the upstreams OpenRouter tried inside
+    the call (``router_attempts``). The SDK then receives one more field,
+    ``openrouter_metadata``, in the body or the stream's final chunk, and nothing else
+    changes (OpenAI-style SDKs keep unknown fields, and drop none).
     """
 
     def __init__(
@@ -137,8 +144,10 @@ class Meter:
         session_prefix: str = DEFAULT_PREFIX,
         include_usage: bool = False,
         policies: PolicySource | bool = True,
+        router_metadata: bool = True,
     ) -> None:
         self.recogniser = Recogniser(providers)
+        self.router_metadata = router_metadata
         self.strict = strict_from_env() if strict is None else strict
         self.sticky_key = sticky_key
         self.include_usage = include_usage

@@ -14,7 +14,10 @@ receives the same bytes at the same moment as without the transport. The one
 change made to a metered request (besides removing our ``x-ledger-*`` headers,
 and the body changes a :class:`~ledger.instrument.meter.Meter` was asked for:
 ``sticky_key``, ``include_usage``) is its ``accept-encoding``, narrowed to the
-codings the meter can decode (:data:`~ledger.instrument.meter.ACCEPT_ENCODING`).
+codings the meter can decode (:data:`~ledger.instrument.meter.ACCEPT_ENCODING`), and,
+on OpenRouter requests, ``X-OpenRouter-Metadata: enabled`` unless the request says
+otherwise (``Meter(router_metadata=False)`` sends none; see
+:mod:`ledger.providers.router_metadata`).
 
 Cancellation is not a provider error: a request interrupted by
 ``asyncio.CancelledError`` or ``KeyboardInterrupt`` before its response arrived
@@ -33,6 +36,9 @@ import httpx
 
 from ledger.instrument.context import HEADER_PREFIX, current, effective
 from ledger.instrument.meter import ACCEPT_ENCODING, DECODABLE, RETRY_HEADER, Exchange, Meter
+from ledger.providers.router_metadata import ENABLED as METADATA_ENABLED
+from ledger.providers.router_metadata import HEADER as METADATA_HEADER
+from ledger.providers.router_metadata import LEGACY_HEADER as LEGACY_METADATA_HEADER
 
 _PREFIX_LEN = len(HEADER_PREFIX)
 
@@ -161,6 +167,13 @@ class _Core:
         accepted = headers.get("accept-encoding")
         if accepted is not None and not _decodable(accepted):
             headers["accept-encoding"] = ACCEPT_ENCODING
+        if (
+            route.provider == "openrouter"
+            and meter.router_metadata
+            and METADATA_HEADER not in headers  # the caller's own choice, either name, stays
+            and LEGACY_METADATA_HEADER not in headers
+        ):
+            headers[METADATA_HEADER] = METADATA_ENABLED
         if body is not None:
             request = _with_body(request, body)
         return exchange, request

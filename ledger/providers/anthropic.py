@@ -25,6 +25,7 @@ from ledger.providers.base import (
     Provider,
     Usage,
 )
+from ledger.providers.router_metadata import RouterAttempt, attempts_in
 from ledger.providers.sse import SSEDecoder
 
 API_VERSION: Final = "2023-06-01"
@@ -109,6 +110,7 @@ def parse_message(body: bytes) -> Parsed:
         problems.append("no usage in response")
     content = _text_of(data.get("content"))
     return Parsed(
+        router_attempts=attempts_in(data),
         content=content,
         usage=usage,
         model=wire.text(data.get("model")),
@@ -134,6 +136,8 @@ class MessageStreamParser:
         self._error: InBandError | None = None
         self._final_usage = False  # a message_delta (cumulative, final usage) arrived
         self._done = False
+        #: OpenRouter's router metadata, which its Messages route puts on ``message_stop``.
+        self._router_attempts: tuple[RouterAttempt, ...] | None = None
 
     @property
     def error(self) -> InBandError | None:
@@ -165,6 +169,7 @@ class MessageStreamParser:
             finish_reason=self._stop,
             error=self._error,
             problems=tuple(self._problems),
+            router_attempts=self._router_attempts,
         )
 
     def _event(self, name: str, text: str, out: list[str]) -> None:
@@ -195,6 +200,7 @@ class MessageStreamParser:
             self._stop = wire.text(wire.obj(data.get("delta")).get("stop_reason")) or self._stop
         elif kind == "message_stop":
             self._done = True
+            self._router_attempts = attempts_in(data) or self._router_attempts
         elif kind == "error" or name == "error":
             self._error = in_band_error(data) or InBandError(message="error event")
 

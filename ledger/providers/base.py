@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any, ClassVar, Literal, Protocol
 
 from ledger.errors import ProviderConfigurationError
+from ledger.providers.router_metadata import RouterAttempt
 
 PromptCaching = Literal["none", "implicit", "explicit"]
 #: The wire formats a request seen on the wire can speak, named by their endpoint:
@@ -112,6 +113,9 @@ class Parsed:
     before its ``message_delta``: output not counted yet). ``valid`` is False when
     the body was not a response at all (not JSON, wrong shape). ``problems``
     lists what was wrong or adjusted (clamped counts, missing fields).
+    ``router_attempts``: the upstreams an aggregator's router tried inside this call,
+    in order (OpenRouter's router metadata, :mod:`ledger.providers.router_metadata`);
+    None when the response did not say.
     """
 
     content: str | None = None
@@ -125,6 +129,7 @@ class Parsed:
     valid: bool = True
     problems: tuple[str, ...] = ()
     usage_partial: bool = False
+    router_attempts: tuple[RouterAttempt, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,8 @@ from typing import Any, Protocol
 from ledger.errors import is_transient_code
 from ledger.providers import wire
 from ledger.providers.base import ErrorBody, InBandError, Parsed, Usage
+from ledger.providers.router_metadata import FIELD as ROUTER_METADATA
+from ledger.providers.router_metadata import RouterAttempt, attempts_in
 from ledger.providers.sse import SSEDecoder
 
 
@@ -74,7 +76,8 @@ class _Accumulator:
     """Fields shared by whole responses and streamed chunks.
 
     ``reads_upstream`` False skips looking for ``provider`` in every chunk of a
-    provider that never reports one (``parsed`` would drop it anyway).
+    provider that never reports one (``parsed`` would drop it anyway), and for
+    ``openrouter_metadata`` (OpenRouter's router metadata) likewise.
     """
 
     def __init__(self, reads_upstream: bool = True) -> None:
@@ -86,6 +89,7 @@ class _Accumulator:
         self.usage_raw: dict[str, Any] | None = None
         self.finish_reason: str | None = None
         self.error: InBandError | None = None
+        self.router_attempts: tuple[RouterAttempt, ...] | None = None
 
     # absorb/absorb_choice run for every chunk of every stream: find_usage and the
     # wire helpers are inlined here (same results) because the calls were the cost.
@@ -108,6 +112,9 @@ class _Accumulator:
                 self.usage_raw = usage
         if "error" in chunk and (error := in_band_error(chunk["error"])) is not None:
             self.error = error
+        if self.reads_upstream and ROUTER_METADATA in chunk:
+            # The final chunk's (or the body's); a later one would win, as usage does.
+            self.router_attempts = attempts_in(chunk) or self.router_attempts
 
     def identified(self) -> bool:
         """Id, model and (where the provider names one) upstream are all known."""
@@ -140,6 +147,7 @@ class Seen(Protocol):
     generation_id: str | None
     usage_raw: dict[str, Any] | None
     error: InBandError | None
+    router_attempts: tuple[RouterAttempt, ...] | None
 
     @property
     def finish_reason(self) -> str | None: ...
@@ -169,6 +177,7 @@ def to_parsed(
         error=seen.error,
         valid=valid,
         problems=tuple(seen.problems),
+        router_attempts=seen.router_attempts if reports_upstream else None,
     )
 
 
@@ -231,10 +240,14 @@ def plain_delta_text(data: str) -> str | None:
     return text if "\\" not in text else scanstring(data, match.start(1))[0]
 
 
-# A chunk that can carry usage, an error or a finish reason (JSON allows spaces
-# around the colon). Text inside a string value has its quotes escaped, so it
-# cannot match; a false match only costs a parse.
-_MAY_MATTER = re.compile(r'"(?:usage|x_groq)"\s*:\s*\{|"error"|"finish_reason"\s*:\s*"')
+# A chunk that can carry usage, an error, a finish reason or OpenRouter's router
+# metadata (JSON allows spaces around the colon). Text inside a string value has its
+# quotes escaped, so it cannot match; a false match only costs a parse.
+_MAY_MATTER = re.compile(
+    r'"(?:usage|x_groq|openrouter_metadata)"\s*:\s*\{|"error"|"finish_reason"\s*:\s*"'
+)
+#: The router metadata's key as it appears in a chunk's text.
+_ROUTER_METADATA_KEY = f'"{ROUTER_METADATA}"'
 
 
 class ChatStreamParser:
@@ -258,6 +271,8 @@ class ChatStreamParser:
         #: The response's id, model and upstream are known: from then on a chunk that
         #: carries nothing else the row needs is read for its choices only.
         self._identified = False
+        #: OpenRouter may put its router metadata on a chunk that is otherwise plain text.
+        self._router_metadata = reports_upstream
         self.done = False
 
     #: Read plain delta chunks for their choices only (see :func:`_choices_only`);
@@ -289,7 +304,11 @@ class ChatStreamParser:
         if self._skimming and name != "error" and _MAY_MATTER.search(data) is None:
             return
         acc = self._acc
-        if self._identified and name != "error":
+        if (
+            self._identified
+            and name != "error"
+            and not (self._router_metadata and _ROUTER_METADATA_KEY in data)
+        ):
             piece = plain_delta_text(data)
             if piece is not None:
                 if piece:

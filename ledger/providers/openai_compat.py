@@ -14,7 +14,9 @@ One wire format with per-provider differences:
   ``event: error`` (Groq), or ``finish_reason: "error"`` with ``choices[].error``.
 * OpenRouter alone reports ``usage.cost``, the serving upstream (top-level
   ``provider``), accepts ``provider.sort``/``provider.order`` and pins a
-  session to its upstream given ``session_id`` (ADR 0221).
+  session to its upstream given ``session_id`` (ADR 0221). Asked with
+  ``X-OpenRouter-Metadata: enabled`` (sent by default), it also names the upstreams
+  its router tried inside the call (:mod:`ledger.providers.router_metadata`).
 * Azure addresses a deployment in the URL and authenticates with ``api-key``.
 * The Responses API (``POST …/responses``) is the family's second wire format:
   its parsers live in :mod:`ledger.providers.openai_responses` and every provider
@@ -41,6 +43,8 @@ from ledger.providers.base import (
 )
 from ledger.providers.openai_chat import ChatStreamParser, parse_chat_response, parse_openai_error
 from ledger.providers.openai_responses import ResponsesStreamParser, parse_responses_body
+from ledger.providers.router_metadata import ENABLED as METADATA_ENABLED
+from ledger.providers.router_metadata import HEADER as METADATA_HEADER
 
 
 class OpenAIStyleProvider(Provider):
@@ -174,7 +178,14 @@ class AzureOpenAIProvider(OpenAIStyleProvider):
 
 
 class OpenRouterProvider(OpenAIStyleProvider):
-    """OpenRouter: reports cost and upstream, routes by ``provider``, pins by ``session_id``."""
+    """OpenRouter: reports cost and upstream, routes by ``provider``, pins by ``session_id``.
+
+    ``router_metadata`` (default True) sends ``X-OpenRouter-Metadata: enabled``, so each
+    successful response names the upstreams OpenRouter tried before the one that served
+    (the row's ``router_attempts``). It adds one field to the response and changes
+    nothing else; False leaves the header out (the generation record, read by ``ledger
+    reconcile openrouter``, still fills ``router_attempts`` later).
+    """
 
     name = "openrouter"
     capabilities = Capabilities(
@@ -189,6 +200,22 @@ class OpenRouterProvider(OpenAIStyleProvider):
     api_key_env = "OPENROUTER_API_KEY"
     base_url_env = "OPENROUTER_BASE_URL"
     prices_provider_id = "openrouter"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        router_metadata: bool = True,
+    ) -> None:
+        super().__init__(api_key=api_key, base_url=base_url)
+        self.router_metadata = router_metadata
+
+    def headers(self) -> dict[str, str]:
+        headers = super().headers()
+        if self.router_metadata:
+            headers[METADATA_HEADER.lower()] = METADATA_ENABLED
+        return headers
 
     def place_session_key(self, body: dict[str, Any], key: str) -> None:
         body["session_id"] = key

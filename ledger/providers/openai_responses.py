@@ -30,6 +30,8 @@ from typing import Any, Final
 from ledger.providers import wire
 from ledger.providers.base import InBandError, Parsed, Usage
 from ledger.providers.openai_chat import in_band_error, to_parsed
+from ledger.providers.router_metadata import FIELD as ROUTER_METADATA
+from ledger.providers.router_metadata import RouterAttempt, attempts_in
 from ledger.providers.sse import SSEDecoder
 
 #: Events carrying the whole response object (so far, or final) under ``response``.
@@ -92,6 +94,7 @@ class _Response:
         self.incomplete: str | None = None
         self.error: InBandError | None = None
         self.text: str | None = None
+        self.router_attempts: tuple[RouterAttempt, ...] | None = None
 
     def absorb(self, data: dict[str, Any]) -> None:
         self.generation_id = wire.text(data.get("id")) or self.generation_id
@@ -108,6 +111,13 @@ class _Response:
         elif self.status == "failed" and self.error is None:
             self.error = InBandError(message="response failed without error details")
         self.text = output_text(data.get("output")) or self.text
+
+    def absorb_router_metadata(self, document: dict[str, Any]) -> None:
+        """OpenRouter's router metadata, on the body or the final event (the docs do not
+        say whether a Responses event carries it at its top level or in its ``response``:
+        both are read)."""
+        if ROUTER_METADATA in document or ROUTER_METADATA in wire.obj(document.get("response")):
+            self.router_attempts = attempts_in(document) or self.router_attempts
 
     @property
     def finish_reason(self) -> str | None:
@@ -126,6 +136,7 @@ def parse_responses_body(body: bytes, *, reports_upstream: bool) -> Parsed:
         return Parsed(valid=False, problems=("body is not a JSON object",))
     acc = _Response()
     acc.absorb(data)
+    acc.absorb_router_metadata(data)
     looks_right = data.get("object") == "response" or isinstance(data.get("output"), list)
     if not looks_right and acc.error is None:
         acc.problems.append("not a response object")
@@ -186,6 +197,7 @@ class ResponsesStreamParser:
         kind = chunk.get("type")
         if not isinstance(kind, str):
             kind = name  # the SSE event name says the same when the data omits it
+        self._acc.absorb_router_metadata(chunk)
         if kind == _TEXT_DELTA:
             piece = chunk.get("delta")
             if isinstance(piece, str) and piece:

@@ -3,8 +3,11 @@
 The body is ``{"data": {...}}``; the fields used are those OpenRouter documents
 and returns (see tests/fixtures/payloads/SOURCES.md): ``total_cost`` (USD, what
 the generation was billed), ``cache_discount``, ``upstream_inference_cost``,
-``provider_name`` and the ``native_tokens_*`` counts. Every other field is kept
-untouched in :attr:`Generation.raw`; an unknown field is never an error.
+``provider_name`` and the ``native_tokens_*`` counts, and ``provider_responses`` (every
+upstream OpenRouter's router tried, with its status and latency: the row's
+``router_attempts``, :func:`ledger.providers.router_metadata.provider_responses`).
+Every other field is kept untouched in :attr:`Generation.raw`; an unknown field is
+never an error, and an unreadable ``provider_responses`` is only not known.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import json
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
+
+from ledger.providers.router_metadata import RouterAttempt, provider_responses
 
 #: The figures stored in the row's ``billing`` JSON, as OpenRouter names them.
 BILLING_FIELDS: Final = (
@@ -40,6 +45,8 @@ class Generation:
     provider_name: str | None
     billing: dict[str, Any]
     raw: dict[str, Any]
+    #: The upstreams the router tried, in order (``provider_responses``); None: not given.
+    router_attempts: tuple[RouterAttempt, ...] | None = None
 
 
 def shown(value: Any) -> str:
@@ -93,4 +100,5 @@ def parse_generation(body: bytes) -> Generation:
         provider_name=provider[:128] if isinstance(provider, str) and provider else None,
         billing=billing,
         raw=data,
+        router_attempts=provider_responses(data),
     )

@@ -3,8 +3,11 @@
 For OpenRouter rows with a ``generation_id`` and no billed figure yet, fetch
 ``GET {base}/generation?id=…`` with bounded concurrency and store
 ``total_cost`` in ``billed_cost_usd`` (``cost_usd`` keeps the call-time
-estimate), the other figures in ``billing``, and ``provider_name`` as the
-row's ``upstream`` when the row had none (a stream that failed before naming it).
+estimate), the other figures in ``billing``, ``provider_name`` as the
+row's ``upstream`` when the row had none (a stream that failed before naming it),
+and ``provider_responses`` (the upstreams OpenRouter's router tried inside the call)
+as its ``router_attempts`` when the row had none (a call made without router
+metadata): what the response said at call time is never overwritten.
 
 * Resumable and idempotent: the state is the row itself (``billed_at`` null =
   not yet). A rerun fetches only what is still missing; the UPDATE requires
@@ -34,11 +37,12 @@ from decimal import Decimal
 from typing import Any, Final, cast
 
 import httpx
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import JSON, bindparam, func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql.dml import Update
 
 from ledger.errors import ReconcileAuthError, ReconcileError, WrongGeneration
+from ledger.providers.router_metadata import as_column
 from ledger.reconcile.bounds import MIB, Deadline, aread_capped
 from ledger.reconcile.generation import BadGeneration, Generation, parse_generation, shown
 from ledger.reconcile.retry import DEFAULT_RETRY, Retry, retry_after
@@ -240,6 +244,9 @@ def _page(
         return conn.execute(query.order_by(_t.id).limit(size)).all()
 
 
+#: The router's attempts as bound: None must be SQL NULL (the column type's default
+#: would store JSON ``null``, which is no longer NULL to ``coalesce`` or ``IS NULL``).
+_ATTEMPTS = bindparam("attempts_json", type_=JSON(none_as_null=True))
 _STORE = (
     update(token_usage)
     .where(_t.id == bindparam("row_id"), _t.billed_at.is_(None))
@@ -248,6 +255,7 @@ _STORE = (
         billed_at=bindparam("at"),
         billing=bindparam("billing_json", type_=token_usage.c.billing.type),
         upstream=func.coalesce(_t.upstream, bindparam("provider_name")),
+        router_attempts=func.coalesce(_t.router_attempts, _ATTEMPTS, type_=JSON),
     )
 )
 #: --refetch: the stored bill is replaced, and so is an upstream that came from it.
@@ -259,6 +267,7 @@ _RESTORE = (
         billed_at=bindparam("at"),
         billing=bindparam("billing_json", type_=token_usage.c.billing.type),
         upstream=bindparam("upstream"),
+        router_attempts=func.coalesce(_t.router_attempts, _ATTEMPTS, type_=JSON),
     )
 )
 
@@ -336,6 +345,7 @@ class _Pipeline:
                 "billed": result.total_cost,
                 "at": dt.datetime.now(dt.UTC),
                 "billing_json": result.billing,
+                "attempts_json": as_column(result.router_attempts),
             }
             if self.refetch:
                 values["upstream"] = _refetched_upstream(row, result.provider_name)

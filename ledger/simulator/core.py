@@ -13,7 +13,7 @@ import heapq
 import math
 import random
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Final
 
@@ -21,7 +21,7 @@ from ledger.simulator.admin_reports import ReportStore
 from ledger.simulator.catalog import Catalog, ModelPool, Service, UpstreamSpec, default_catalog
 from ledger.simulator.clock import Clock, VirtualClock
 from ledger.simulator.faults import FAILING_KINDS, Fault, FaultInjector, FaultKind
-from ledger.simulator.generations import GenerationStore
+from ledger.simulator.generations import GenerationStore, RouterTry
 from ledger.simulator.promptcache import CacheResult, Prompt, PromptCache
 from ledger.simulator.routing import ProviderPrefs, Router, StickyKey
 
@@ -51,6 +51,8 @@ class ChatRequest:
     session_key: str | None = None
     provider: ProviderPrefs = field(default_factory=ProviderPrefs)
     account: str = "anonymous"
+    #: The request asked OpenRouter for its router metadata (``X-OpenRouter-Metadata``).
+    router_metadata: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +78,12 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """A served request. ``fault`` is a mid-stream error or malformed body to render."""
+    """A served request. ``fault`` is a mid-stream error or malformed body to render.
+
+    Routed (OpenRouter) completions say what the router did: ``tried`` every upstream it
+    sent the request to, in order (the failures it fell back past, then the one that
+    served), and ``endpoints`` the candidates it considered.
+    """
 
     ident: str
     created: int
@@ -87,6 +94,8 @@ class Completion:
     ttft_s: float
     total_s: float
     fault: Fault | None = None
+    tried: tuple[RouterTry, ...] = ()
+    endpoints: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +233,7 @@ class Simulator:
                 "not_found", 404, "No allowed providers are available for the selected model.", 0.02
             )
         previous: list[tuple[str, int]] = []
+        tried: list[RouterTry] = []
         last: Fault | None = None
         elapsed = extra
         for spec in candidates:
@@ -243,12 +253,18 @@ class Simulator:
                     fault if fault is not None and fault.kind in _RENDERED_KINDS else None
                 )
                 done = self._serve(req, spec, now, elapsed, stream_fault)
+                tried.append(RouterTry(spec.name, 200, done.ttft_s - elapsed))
+                done = replace(
+                    done, tried=tuple(tried), endpoints=tuple(c.name for c in candidates)
+                )
                 self._after_route(req.model, sticky, spec, pinned, done, now)
                 return done
             self.router.record_failure(req.model, spec.name, now + elapsed)
             previous.append((spec.slug, status))
             last = fault
-            elapsed += spec.latency.ttft_median_s * _FAILED_ATTEMPT_SHARE
+            failed_s = spec.latency.ttft_median_s * _FAILED_ATTEMPT_SHARE
+            tried.append(RouterTry(spec.name, status, failed_s))
+            elapsed += failed_s
         return self._exhausted(candidates[-1], previous, last, elapsed)
 
     def _after_route(

@@ -10,6 +10,11 @@ OpenRouter's real response (tests/fixtures/payloads/SOURCES.md), so
 * ``discrepancy_rate``: the share of generations billed ``discrepancy`` apart from
   what the completion reported (the bill moved after the fact), so a
   reconciliation has some drift to find.
+
+``provider_responses`` lists every upstream the router tried, the failed ones it fell
+back past first, as OpenRouter's OpenAPI ``ProviderResponse`` (``provider_name``,
+``status``, ``latency`` in ms, ``model_permaslug``, ``endpoint_id``, ``is_byok``; the
+upstream's response ``id`` on the one that answered).
 """
 
 from __future__ import annotations
@@ -57,6 +62,38 @@ class Served(Protocol):
     def total_s(self) -> float: ...
     @property
     def usage(self) -> BilledUsage: ...
+    @property
+    def tried(self) -> tuple[RouterTry, ...]: ...
+
+
+def provider_responses(done: Served) -> list[dict[str, Any]] | None:
+    """``provider_responses`` for a served completion (None: the router tried nothing,
+    as for a completion served without routing)."""
+    out: list[dict[str, Any]] = []
+    for tried in done.tried:
+        entry: dict[str, Any] = {
+            "endpoint_id": f"ep_{tried.upstream.lower().replace(' ', '-')}",
+            "is_byok": False,
+            "latency": round(tried.latency_s * 1000),
+            "model_permaslug": done.model,
+            "provider_name": tried.upstream,
+            "status": tried.status,
+        }
+        if tried.status == 200:
+            entry["id"] = f"chatcmpl-{done.ident}"
+        out.append(entry)
+    return out or None
+
+
+@dataclass(frozen=True, slots=True)
+class RouterTry:
+    """One upstream the simulated router tried for a request: its name (the
+    ``provider`` field's spelling), the HTTP status it answered, and the seconds it took
+    (to fail, or to its first byte)."""
+
+    upstream: str
+    status: int
+    latency_s: float
 
 
 _QUANTUM: Final = Decimal("1e-10")
@@ -120,6 +157,7 @@ class GenerationStore:
                 "native_tokens_reasoning": usage.reasoning_tokens,
                 "native_tokens_cached": usage.cached_tokens,
                 "api_type": "completions",
+                "provider_responses": provider_responses(done),
             }
             self._served[generation_id] = Billed(self.clock.time(), body)
 

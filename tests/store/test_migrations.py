@@ -236,8 +236,9 @@ def _write(engine: Engine, n: int) -> None:
         sink.close()
 
 
-#: The columns 0008 added to token_usage (last in a row): a ledger at 0003 lacks them.
-_SINCE_0008 = ("policy_id", "arm")
+#: The columns 0008 and 0009 added to token_usage (last in a row): a ledger at 0003
+#: lacks them.
+_SINCE_0008 = ("policy_id", "arm", "router_attempts")
 
 
 def _copy_at_0003(engine: Engine, n: int) -> None:

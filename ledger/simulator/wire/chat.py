@@ -10,6 +10,12 @@ and ``completion_tokens_details.reasoning_tokens``; its streams open with
 with a top-level ``error`` and ``finish_reason: "error"``). OpenAI streams
 send ``"usage": null`` on every chunk and a final usage chunk only when
 ``stream_options.include_usage`` is true.
+
+Router metadata (OpenRouterTeam/docs ``guides/features/router-metadata.mdx``): a
+request with ``X-OpenRouter-Metadata: enabled`` (or the legacy
+``X-OpenRouter-Experimental-Metadata``; the value matched case-insensitively) gets
+``openrouter_metadata`` on a successful body, or on a stream's final chunk before
+``[DONE]``; a stream that breaks is no success and gets none.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from ledger.simulator.wire.common import (
 )
 
 MAX_SESSION_ID: Final = 256
+#: The request headers that opt in to router metadata (lower case, as ``handle`` gets them).
+_METADATA_HEADERS: Final = ("x-openrouter-metadata", "x-openrouter-experimental-metadata")
 _PROCESSING: Final = b": OPENROUTER PROCESSING\n\n"
 _DONE: Final = b"data: [DONE]\n\n"
 #: OpenRouter sends a keep-alive comment about this often while the upstream thinks.
@@ -114,9 +122,43 @@ def parse(service: Service, headers: Mapping[str, str], raw: bytes) -> tuple[Cha
         session_key=session_key(body, headers) if router else None,
         provider=parse_provider(body.get("provider")) if router else ProviderPrefs(),
         account=account,
+        router_metadata=router and wants_router_metadata(headers),
     )
     # OpenRouter always reports usage (``usage.include`` is deprecated and ignored).
     return request, include_usage or router
+
+
+def wants_router_metadata(headers: Mapping[str, str]) -> bool:
+    """Whether the request opted in (any other value, or none, is "disabled")."""
+    return any(headers.get(name, "").strip().lower() == "enabled" for name in _METADATA_HEADERS)
+
+
+def router_metadata(done: Completion, request: ChatRequest) -> dict[str, Any]:
+    """``openrouter_metadata`` for a served completion, in the docs' shape: the candidate
+    endpoints (the serving one ``selected``), every attempt with its status, the attempt
+    that served, and ``generation_time`` (ms from dispatch to the end of the body, as the
+    SDK's ``OpenRouterMetadata`` documents it)."""
+    served = done.tried[-1] if done.tried else None
+    dispatched = done.total_s - (done.ttft_s - served.latency_s) if served else done.total_s
+    return {
+        "requested": request.model,
+        "strategy": "direct",
+        "region": None,
+        "summary": f"available={len(done.endpoints)}, selected={done.upstream}",
+        "attempt": len(done.tried),
+        "is_byok": False,
+        "endpoints": {
+            "total": len(done.endpoints),
+            "available": [
+                {"provider": name, "model": request.model, "selected": name == done.upstream}
+                for name in done.endpoints
+            ],
+        },
+        "attempts": [
+            {"provider": t.upstream, "model": request.model, "status": t.status} for t in done.tried
+        ],
+        "generation_time": round(dispatched * 1000),
+    }
 
 
 def _money(value: Any) -> float:
@@ -208,6 +250,8 @@ def render_completion(done: Completion, request: ChatRequest, include_usage: boo
     body["system_fingerprint"] = None
     if not openrouter:
         body["service_tier"] = "default"
+    if request.router_metadata:
+        body["openrouter_metadata"] = router_metadata(done, request)
     raw = dumps(body)
     if done.fault is not None and done.fault.kind is FaultKind.MALFORMED_BODY:
         raw = raw[: len(raw) // 2]
@@ -263,8 +307,11 @@ def _render_stream(
             ),
         )
     )
-    if include_usage:
+    if include_usage:  # always, on OpenRouter
         usage = {**head, "choices": [], "usage": usage_json(done.usage, openrouter=openrouter)}
+        if request.router_metadata:
+            # "delivered on the final chunk before data: [DONE]": the usage chunk.
+            usage["openrouter_metadata"] = router_metadata(done, request)
         chunks.append((0.0, sse_data(usage)))
     chunks.append((0.0, _DONE))
     return Reply(200, _headers(gen_id, openrouter, SSE_TYPE), chunks, streamed=True)
