@@ -492,6 +492,7 @@ def build_event(
     event.cost_usd, event.cost_source = cost.usd, cost.source
     event.streamed, event.usage_reported = streamed, reported
     event.usage_details = usage.details()
+    event.router_attempts = as_column(parsed.router_attempts) if parsed is not None else None
     return event
 
 
@@ -518,7 +519,6 @@ def _sent(prep: Prepared) -> UsageEvent:
         tags=dict(call.tags) if call.tags is not None else None,
         policy_id=prep.policy_id,
         arm=prep.arm,
-        router_attempts=as_column(parsed.router_attempts) if parsed is not None else None,
     )
 
 
