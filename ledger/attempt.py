@@ -29,6 +29,7 @@ from ledger.events import (
     Arm,
     ErrorType,
     InvalidField,
+    Recorder,
     UsageEvent,
     check_tags,
     check_text,
@@ -138,12 +139,6 @@ class Attempt:
     attempt: int
     requested_provider: str
     requested_model: str
-
-
-class Recorder(Protocol):
-    """Where rows go: :class:`ledger.store.ledger.Ledger` or anything with its ``record``."""
-
-    def record(self, event: UsageEvent) -> str: ...
 
 
 @runtime_checkable

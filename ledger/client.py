@@ -39,7 +39,6 @@ from ledger.attempt import (
     LazyRecorder,
     PolicyChoice,
     Prepared,
-    Recorder,  # re-exported: ``ledger.client.Recorder`` is where callers find it
     build_event,
     check_model,
     cost_of,
@@ -56,7 +55,11 @@ from ledger.errors import (
     ProviderError,
     map_transport_errors,
 )
-from ledger.events import UsageEvent, new_id
+from ledger.events import (
+    Recorder,  # re-exported: ``ledger.client.Recorder`` is where callers find it
+    UsageEvent,
+    new_id,
+)
 from ledger.policies import PolicySource
 from ledger.price_overrides import PriceBook, load_prices
 from ledger.providers import Provider, make_provider

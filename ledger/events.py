@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, Protocol
 
 import msgspec
 
@@ -187,6 +187,12 @@ class InvalidField(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class Recorder(Protocol):
+    """Where rows go: :class:`ledger.store.ledger.Ledger` or anything with its ``record``."""
+
+    def record(self, event: UsageEvent) -> str: ...
 
 
 def _fail(name: str, value: Any, expected: str) -> InvalidField:

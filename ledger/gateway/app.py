@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 
-from ledger.attempt import Recorder
 from ledger.errors import (
     BudgetExceeded,
     ConfigurationError,
@@ -55,6 +54,7 @@ from ledger.errors import (
     ProviderConfigurationError,
     TooManyRequests,
 )
+from ledger.events import Recorder
 from ledger.gateway.access_log import ACCESS_LOG_ENV, configure_access_log, log_access
 from ledger.gateway.answers import JSON, NO_STORE, error_response
 from ledger.gateway.auth import KeyTable, presented_key

@@ -35,7 +35,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from ledger.attempt import Recorder
+from ledger.events import Recorder
 from ledger.gateway.config import Target
 from ledger.gateway.inbound import Inbound
 from ledger.gateway.relay import DISCONNECTED, Message, Outcome, Send

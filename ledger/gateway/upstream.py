@@ -33,12 +33,11 @@ from ledger.attempt import (
     Filing,
     PolicyHolder,
     Prepared,
-    Recorder,
     http_failure,
     prepare,
 )
 from ledger.errors import ProviderError
-from ledger.events import UsageEvent
+from ledger.events import Recorder, UsageEvent
 from ledger.gateway.config import GatewayConfig, Target
 from ledger.gateway.http1 import Http1Pool, Timeouts
 from ledger.gateway.inbound import Inbound

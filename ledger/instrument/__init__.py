@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 
 import httpx
 
-from ledger.attempt import Recorder
+from ledger.events import Recorder
 from ledger.instrument.context import Context, context, current
 from ledger.instrument.meter import InstrumentationError, Meter
 from ledger.instrument.threads import ContextThreadPoolExecutor, bind

@@ -41,8 +41,8 @@ from typing import Any, Final
 
 from litellm.integrations.custom_logger import CustomLogger
 
-from ledger.attempt import LazyRecorder, Recorder, clean
-from ledger.events import ErrorType, UsageEvent, new_id
+from ledger.attempt import LazyRecorder, clean
+from ledger.events import ErrorType, Recorder, UsageEvent, new_id
 from ledger.instrument.context import Context, current
 from ledger.pricing import attempt_cost
 from ledger.providers import make_provider
@@ -236,7 +236,7 @@ def _cost(
 class LedgerLogger(CustomLogger):
     """LiteLLM's ``CustomLogger``: every completion attempt becomes a ledger row.
 
-    ``ledger``: a :class:`~ledger.attempt.Recorder`, a database URL, or None for the
+    ``ledger``: a :class:`~ledger.events.Recorder`, a database URL, or None for the
     process's default ledger (opened on the first row).
     """
 

@@ -35,7 +35,6 @@ from ledger.attempt import (
     LazyRecorder,
     PolicyChoice,
     Prepared,
-    Recorder,
     build_event,
     cost_of,
     http_failure,
@@ -50,7 +49,7 @@ from ledger.errors import (
     ProviderTransportError,
     StreamInterrupted,
 )
-from ledger.events import UNKNOWN, Arm, UsageEvent, new_id
+from ledger.events import UNKNOWN, Arm, Recorder, UsageEvent, new_id
 from ledger.instrument.context import Context
 from ledger.instrument.recognise import Recognised, Recogniser, refine
 from ledger.policies import PolicySource, apply_to, arm_for

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from ledger.events import Recorder
 from ledger.otel.receiver import OTLPReceiver
 from ledger.simulator.server import free_port
-from ledger.store.ledger import Ledger
 
 
-def make_server(ledger: Ledger, host: str, port: int) -> tuple[uvicorn.Server, OTLPReceiver]:
+def make_server(ledger: Recorder, host: str, port: int) -> tuple[uvicorn.Server, OTLPReceiver]:
     """A uvicorn server recording into ``ledger`` (call ``.run()``), and its receiver."""
     receiver = OTLPReceiver(ledger.record)
     config = uvicorn.Config(
@@ -24,7 +24,9 @@ def make_server(ledger: Ledger, host: str, port: int) -> tuple[uvicorn.Server, O
 
 
 @contextlib.contextmanager
-def serve_in_thread(ledger: Ledger, host: str = "127.0.0.1") -> Iterator[tuple[str, OTLPReceiver]]:
+def serve_in_thread(
+    ledger: Recorder, host: str = "127.0.0.1"
+) -> Iterator[tuple[str, OTLPReceiver]]:
     """Serve a receiver on a free loopback port in a thread; yields its base URL and itself."""
     server, receiver = make_server(ledger, host, free_port(host))
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
