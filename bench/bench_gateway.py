@@ -127,8 +127,11 @@ def _children(pid: int) -> list[int]:
 
 
 @contextmanager
-def gateway(upstream: str, workdir: Path, src: Path | None = None) -> Iterator[tuple[str, int]]:
-    """``ledger gateway`` in ``workdir``; ``src``: import ledger from that tree instead."""
+def gateway(
+    upstream: str, workdir: Path, src: Path | None = None, settings: str = ""
+) -> Iterator[tuple[str, int]]:
+    """``ledger gateway`` in ``workdir``; ``src``: import ledger from that tree instead;
+    ``settings``: more ``[gateway]`` lines (TOML)."""
     workdir.mkdir(exist_ok=True)
     db = f"sqlite:///{workdir / 'ledger.db'}"
     env = {**os.environ, "LEDGER_DATABASE_URL": db, "BENCH_UPSTREAM_KEY": "sk-bench"}
@@ -139,6 +142,7 @@ def gateway(upstream: str, workdir: Path, src: Path | None = None) -> Iterator[t
     (workdir / "ledger.toml").write_text(
         f"""[gateway]
 passthrough = ["openai", "groq"]
+{settings}
 [gateway.providers.openai]
 base_url = "{upstream}/plain/v1"
 api_key_env = "BENCH_UPSTREAM_KEY"

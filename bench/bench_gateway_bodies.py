@@ -30,26 +30,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from bench_gateway import KEY, _process, _wait
+from bench_gateway import KEY, gateway
 from loopback import fixture, instant_server
-
-from ledger.gateway import hash_key
-from ledger.simulator.server import free_port
 
 CANARY = {"model": "openai/gpt-4o-mini", "messages": [{"role": "user", "content": "Hello"}]}
 CANARY_EVERY_S = 0.02
@@ -94,34 +86,6 @@ def _memory_mb(pid: int, field_name: str) -> float:
     return 0.0
 
 
-@contextmanager
-def gateway(
-    upstream: str, workdir: Path, src: Path | None, settings: str = ""
-) -> Iterator[tuple[str, int]]:
-    db = f"sqlite:///{workdir / 'ledger.db'}"
-    env = {**os.environ, "LEDGER_DATABASE_URL": db, "BENCH_UPSTREAM_KEY": "sk-bench"}
-    if src is not None:
-        env["PYTHONPATH"] = str(src)  # ahead of the editable install's path entry
-    ledger_cli = str(Path(sys.executable).with_name("ledger"))
-    subprocess.run([ledger_cli, "db", "upgrade"], env=env, check=True, capture_output=True)
-    (workdir / "ledger.toml").write_text(
-        f"""[gateway]
-passthrough = ["openai"]
-{settings}
-[gateway.providers.openai]
-base_url = "{upstream}/plain/v1"
-api_key_env = "BENCH_UPSTREAM_KEY"
-[gateway.keys.bench]
-sha256 = "{hash_key(KEY)}"
-"""
-    )
-    port = free_port()
-    args = [ledger_cli, "gateway", "--port", str(port), "--no-access-log"]
-    with _process(args, env, workdir) as process:
-        _wait(f"http://127.0.0.1:{port}/healthz", process, "ledger gateway")
-        yield f"http://127.0.0.1:{port}/v1/chat/completions", process.pid
-
-
 def _canary(url: str, stop: threading.Event, timeout_s: float) -> tuple[list[float], int]:
     """Canary latencies (ms) until ``stop``, and how many failed or timed out."""
     headers = {"authorization": f"Bearer {KEY}"}
@@ -164,11 +128,9 @@ def one_round(target: Target, upstream: str, body: bytes, args: argparse.Namespa
     found = Round()
     with (
         tempfile.TemporaryDirectory() as tmp,
-        gateway(upstream, Path(tmp), target.src, target.settings) as (
-            url,
-            pid,
-        ),
+        gateway(upstream, Path(tmp), target.src, target.settings) as (base, pid),
     ):
+        url = base + "/v1/chat/completions"
         stop = threading.Event()
         timer = threading.Timer(args.idle_seconds, stop.set)
         timer.start()

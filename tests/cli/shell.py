@@ -1,7 +1,9 @@
-"""Run the real ``ledger`` entry point in-process, as a shell would see it."""
+"""Run the real ``ledger`` entry point, in this process or in one of its own, as a shell
+would see it."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from dataclasses import dataclass
 
@@ -30,3 +32,14 @@ def ledger(capsys: pytest.CaptureFixture[str], *args: str) -> Outcome:
     captured = capsys.readouterr()
     code = exited.value.code
     return Outcome(code if isinstance(code, int) else 1, captured.out, captured.err)
+
+
+def ledger_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``ledger ARGS`` in a process of its own with ``env``, its output on a pipe."""
+    return subprocess.run(
+        [sys.executable, "-c", "from ledger.cli import main; main()", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.analytics.builders import insert_rows, served
+from tests.cli.shell import ledger_cli
 
 #: Every bidi formatting character: ALM, LRM, RLM, LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI.
 BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -52,16 +53,6 @@ def env(sqlite_url: str, tmp_path: Path) -> dict[str, str]:
         "LEDGER_DATABASE_URL": sqlite_url,
         "LEDGER_ANALYTICS_PATH": str(tmp_path / "analytics.duckdb"),
     }
-
-
-def ledger_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from ledger.cli import main; main()", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
 
 
 def on_a_terminal(*args: str, env: dict[str, str]) -> str:

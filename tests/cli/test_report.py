@@ -14,7 +14,6 @@ import io
 import os
 import pty
 import struct
-import subprocess
 import sys
 import termios
 from decimal import Decimal
@@ -31,20 +30,11 @@ from ledger.events import UsageEvent
 from ledger.store.ledger import Ledger
 from tests.analytics.builders import insert_rows, open_analytics
 from tests.analytics.test_verdict import scenario_ledger
+from tests.cli.shell import ledger_cli
 from tests.dashboards.workload import record_workload
 
 NASTY_MODEL = "[bold red]x[/] [l](http://evil.invalid) \x1b]0;pwned\x07\x1b[2J"
 NASTY_AGENT = "agent\x1b[31m"
-
-
-def ledger_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from ledger.cli import main; main()", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ searched for the characters' UTF-8 bytes.
 from __future__ import annotations
 
 import datetime as dt
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +17,18 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboards import fmt
-from ledger.events import UsageEvent
 from ledger.store.engine import ENV_URL
-from ledger.store.ledger import Ledger
 from tests.dashboards.conftest import APP
-from tests.dashboards.workload import record_workload
+from tests.dashboards.workload import (
+    BIDI_AGENT,
+    BIDI_MODEL,
+    BIDI_UPSTREAM,
+    record_bidi_rows,
+    record_workload,
+)
 
 BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-UPSTREAM = "\u202eAmazon Bedrock"
-AGENT = "\u2067planner\u2069-rtl"
-MODEL = "\u202dmodel\u202c"
+UPSTREAM, AGENT, MODEL = BIDI_UPSTREAM, BIDI_AGENT, BIDI_MODEL
 PAGES = [
     "screens/overview.py",
     "screens/stickiness.py",
@@ -41,28 +42,7 @@ PAGES = [
 def bidi_url(sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     record_workload(sqlite_url, tmp_path)
     at = dt.datetime(2025, 6, 2, 10, 0, tzinfo=dt.UTC)
-    with Ledger(sqlite_url, journal_dir=tmp_path / "journal-bidi") as ledger:
-        for n in range(6):
-            ledger.record(
-                UsageEvent(
-                    started_at=at + dt.timedelta(seconds=30 * n),
-                    requested_provider="openrouter",
-                    requested_model=MODEL,
-                    provider="openrouter",
-                    upstream=UPSTREAM,
-                    status="ok",
-                    session_id=f"s-bidi-{n % 2}",
-                    actor_id=AGENT,
-                    session_key="k" if n % 2 else None,
-                    latency_ms=400.0,
-                    input_tokens=1_000,
-                    cache_read_tokens=200 * n,
-                    output_tokens=20,
-                    cost_usd=Decimal("0.002"),
-                    cost_source="provider",
-                )
-            )
-        assert ledger.flush(30)
+    record_bidi_rows(sqlite_url, tmp_path / "journal-bidi", at=at, every_session_keyed=False)
     monkeypatch.setenv(ENV_URL, sqlite_url)
     return sqlite_url
 

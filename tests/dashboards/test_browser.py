@@ -47,6 +47,7 @@ from ledger.store.migrate import upgrade
 from tests.conftest import IN_CI
 from tests.dashboards.conftest import REPO
 from tests.dashboards.test_app import expect_cache, expect_cost, expect_overview, expect_stickiness
+from tests.dashboards.workload import record_bidi_rows
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -354,10 +355,6 @@ def test_every_page_at_1440_and_390_px_on_an_empty_ledger(empty_url: str, tmp_pa
     assert len(list(artifacts.glob("*.png"))) == len(PAGES) * len(WIDTHS)
 
 
-#: A right-to-left override, an isolate pair and an override pair, as callers could send them.
-BIDI_UPSTREAM = "\u202eAmazon Bedrock"
-BIDI_AGENT = "\u2067planner\u2069-rtl"
-BIDI_MODEL = "\u202dmodel\u202c"
 BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 #: Per page, a name it shows as text (tables and charts draw on canvases: the
 #: screenshots show them): the agent in the filter's options, the pinned upstream.
@@ -368,31 +365,6 @@ BIDI_SHOWN = {
 }
 
 
-def bidi_rows(url: str, journal: Path) -> None:
-    at = dt.datetime(2025, 11, 3, 9, 0, tzinfo=dt.UTC)
-    with Ledger(url, journal_dir=journal) as ledger:
-        for n in range(6):
-            ledger.record(
-                UsageEvent(
-                    started_at=at + dt.timedelta(seconds=30 * n),
-                    requested_provider="openrouter",
-                    requested_model=BIDI_MODEL,
-                    provider="openrouter",
-                    upstream=BIDI_UPSTREAM,
-                    status="ok",
-                    session_id=f"s-bidi-{n % 2}",
-                    actor_id=BIDI_AGENT,
-                    session_key="k",
-                    latency_ms=400.0,
-                    input_tokens=1_000,
-                    cache_read_tokens=200 * n,
-                    output_tokens=20,
-                    cost_usd=Decimal("0.002"),
-                    cost_source="provider",
-                )
-            )
-
-
 def test_bidi_overrides_from_the_ledger_are_shown_escaped_in_the_browser(
     sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -400,7 +372,9 @@ def test_bidi_overrides_from_the_ledger_are_shown_escaped_in_the_browser(
     legends, the sidebar's options), and "\\u202eAmazon Bedrock" where the ledger has it."""
     from playwright.sync_api import sync_playwright
 
-    bidi_rows(sqlite_url, tmp_path / "journal")
+    record_bidi_rows(
+        sqlite_url, tmp_path / "journal", at=dt.datetime(2025, 11, 3, 9, tzinfo=dt.UTC)
+    )
     monkeypatch.setenv(ENV_URL, sqlite_url)
     artifacts = artifacts_dir(tmp_path, "bidi")
     with serve(tmp_path) as base, sync_playwright() as pw:

@@ -158,3 +158,39 @@ def record_workload(url: str, tmp: Path, seed: int = 7) -> int:
             led.record(event)
         assert led.flush(30), "the ledger did not commit the workload"
     return len(events)
+
+
+#: Names carrying bidi formatting: shown escaped, never reordering a page.
+BIDI_UPSTREAM = "\u202eAmazon Bedrock"
+BIDI_AGENT = "\u2067planner\u2069-rtl"
+BIDI_MODEL = "\u202dmodel\u202c"
+
+
+def record_bidi_rows(
+    url: str, journal: Path, *, at: dt.datetime, every_session_keyed: bool = True
+) -> None:
+    """Six served OpenRouter calls in two sessions, whose agent, model and upstream
+    carry bidi formatting (``every_session_keyed`` False: the second session sends no
+    sticky key)."""
+    with Ledger(url, journal_dir=journal) as ledger:
+        for n in range(6):
+            ledger.record(
+                UsageEvent(
+                    started_at=at + dt.timedelta(seconds=30 * n),
+                    requested_provider="openrouter",
+                    requested_model=BIDI_MODEL,
+                    provider="openrouter",
+                    upstream=BIDI_UPSTREAM,
+                    status="ok",
+                    session_id=f"s-bidi-{n % 2}",
+                    actor_id=BIDI_AGENT,
+                    session_key="k" if every_session_keyed or n % 2 else None,
+                    latency_ms=400.0,
+                    input_tokens=1_000,
+                    cache_read_tokens=200 * n,
+                    output_tokens=20,
+                    cost_usd=Decimal("0.002"),
+                    cost_source="provider",
+                )
+            )
+        assert ledger.flush(30)
