@@ -241,6 +241,18 @@ def settle(page: Any, title: str) -> None:
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
         timeout=RENDER_TIMEOUT_MS,
     )
+    # Streamlit draws a run's elements as they arrive and shows its status widget only
+    # after a delay: wait until the main area's text holds still for half a second
+    page.wait_for_function(
+        """() => {
+            const text = document.querySelector('[data-testid="stMain"]')?.innerText ?? '';
+            const now = performance.now();
+            if (window.__settled?.text !== text) window.__settled = {text, since: now};
+            return now - window.__settled.since > 500;
+        }""",
+        polling=100,
+        timeout=RENDER_TIMEOUT_MS,
+    )
     charts = page.locator('[data-testid="stVegaLiteChart"]')
     for n in range(charts.count()):
         expect(charts.nth(n).locator("svg")).to_be_attached(timeout=RENDER_TIMEOUT_MS)
@@ -386,7 +398,13 @@ def test_bidi_overrides_from_the_ledger_are_shown_escaped_in_the_browser(
             assert page.locator('[data-testid="stException"]').count() == 0
             if path == "":  # the sidebar's filter options, opened
                 page.locator('[data-testid="stMultiSelect"]').first.click()
-                page.wait_for_timeout(300)
+            # Streamlit draws a run's elements as they arrive: the heading and an idle
+            # status widget do not mean the rest of the page is there yet
+            page.wait_for_function(
+                "shown => document.body.textContent.includes(shown)",
+                arg=BIDI_SHOWN[path],
+                timeout=RENDER_TIMEOUT_MS,
+            )
             # text nodes (SVG labels of the charts included), titles and aria labels
             seen = page.evaluate(
                 """() => document.body.textContent + [...document.querySelectorAll('*')]
