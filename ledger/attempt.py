@@ -315,8 +315,7 @@ def prepare(
             else target.call_id
         )
         arm = arm_for(policy.id, unit, policy.holdout_share)
-        if arm == "treatment":
-            apply_to(http.body, policy)
+        apply_to(http.body, policy, arm, provider)
     sent_key, sent_sort, sent_order = sent_values(provider, http.body)
     content = _encode_body(http.body).encode()
     return Prepared(

@@ -3,7 +3,10 @@
 A policy says, for one requested model, which OpenRouter ``provider`` object to
 send (``ignore``, ``order``, ``only``, ``sort``, ``allow_fallbacks``,
 ``preferred_max_latency``…) and what share of sessions to hold out: those are sent
-as they were, so the rows of the two arms measure what the policy does. A session
+as they were, so the rows of the two arms measure what the policy does. A policy of
+kind ``session_key`` tests the sticky key itself: its treatment arm is sent as today
+and its holdout arm without the key, so the arms measure what sticky routing saves
+(its "provider" object is empty). A session
 is assigned to an arm by a stable hash of its sticky key and the policy's id, so a
 conversation never changes arm (and stays pinned); a call without a session is
 assigned by its call id. Each row records the policy and the arm it was sent under.
@@ -24,7 +27,7 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, Protocol, get_args
 
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -35,6 +38,9 @@ from ledger.schema import routing_policies
 
 log = logging.getLogger(__name__)
 
+#: What a policy changes: the treatment's ``provider`` object, or the holdout's sticky key.
+PolicyKind = Literal["provider", "session_key"]
+POLICY_KINDS: Final[tuple[PolicyKind, ...]] = get_args(PolicyKind)
 #: How old the policies a process applies may be, in seconds, by default.
 DEFAULT_REFRESH_S: Final = 10.0
 #: The fields of OpenRouter's ``provider`` object a policy may set.
@@ -66,10 +72,18 @@ class Policy:
     created_at: dt.datetime
     created_by: str
     reason: str | None = None
+    kind: PolicyKind = "provider"
 
 
-def check_provider(provider: Mapping[str, Any]) -> None:
-    """Raise :class:`PolicyError` unless ``provider`` is a provider object a policy may send."""
+def check_provider(provider: Mapping[str, Any], kind: PolicyKind = "provider") -> None:
+    """Raise :class:`PolicyError` unless ``provider`` is what a policy of ``kind`` may send:
+    a non-empty provider object, or nothing for a ``session_key`` policy."""
+    if kind not in POLICY_KINDS:
+        raise PolicyError(f"policy kind {kind!r}: expected one of {list(POLICY_KINDS)}")
+    if kind == "session_key":
+        if provider:
+            raise PolicyError("a session_key policy sends no provider object: leave it empty")
+        return
     if not isinstance(provider, Mapping) or not provider:
         raise PolicyError("the provider object must be a non-empty JSON object")
     unknown = sorted(set(provider) - PROVIDER_FIELDS)
@@ -86,13 +100,28 @@ def arm_for(policy_id: int, key: str, holdout_share: float) -> Arm:
     return "holdout" if int.from_bytes(digest, "big") < holdout_share * 2**64 else "treatment"
 
 
-def apply_to(body: dict[str, Any], policy: Policy) -> None:
-    """Put the policy's fields into ``body``'s ``provider`` object (the treatment arm):
-    the policy's fields win, the request's other fields stay."""
+class KeyHolder(Protocol):
+    """Where a provider keeps the sticky key in a request body (a :class:`Provider`)."""
+
+    def withhold_session_key(self, body: dict[str, Any]) -> bool: ...
+
+
+def apply_to(body: dict[str, Any], policy: Policy, arm: Arm, provider: KeyHolder) -> bool:
+    """Change ``body`` as ``policy`` says for ``arm``; whether it changed.
+
+    A ``provider`` policy puts its fields into the treatment's ``provider`` object (the
+    policy's fields win, the request's other fields stay). A ``session_key`` policy
+    takes the sticky key out of the holdout's request.
+    """
+    if policy.kind == "session_key":
+        return arm == "holdout" and provider.withhold_session_key(body)
+    if arm != "treatment":
+        return False
     sent = body.get("provider")
     merged = dict(sent) if isinstance(sent, Mapping) else {}
     merged.update(policy.provider)
     body["provider"] = merged
+    return True
 
 
 class PolicySource(Protocol):
@@ -170,6 +199,7 @@ def _policy(row: Any) -> Policy:
         created_at=row.created_at,
         created_by=row.created_by,
         reason=row.reason,
+        kind=row.kind,
     )
 
 
@@ -203,14 +233,16 @@ def start_policy(
     by: str,
     reason: str | None,
     now: dt.datetime,
+    kind: PolicyKind = "provider",
 ) -> int:
     """Store a new active policy for ``model``; its id. :class:`PolicyError` when the
     provider object or share is invalid, or ``model`` has an active policy already."""
-    check_provider(provider)
+    check_provider(provider, kind)
     if not 0.0 <= holdout_share < 1.0:
         raise PolicyError(f"holdout share {holdout_share}: expected from 0 up to (not) 1")
     values = {
         "requested_model": model,
+        "kind": kind,
         "provider": dict(provider),
         "holdout_share": holdout_share,
         "created_at": now,

@@ -326,6 +326,9 @@ routing_policies = Table(
     metadata,
     Column("id", _BigIntId, primary_key=True, autoincrement=True),
     Column("requested_model", String(256), nullable=False),
+    # What the policy changes: ``provider`` (the treatment arm is sent the provider
+    # object) or ``session_key`` (the holdout arm is sent without its sticky key).
+    Column("kind", String(16), nullable=False, server_default="provider"),
     Column("provider", JSON, nullable=False),
     Column("holdout_share", Float, nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),

@@ -174,3 +174,53 @@ def test_the_sdk_transport_applies_the_policy_as_the_client_does(
         assert row["policy_id"] == policy_id
         assert ("provider" in request.body) == (row["arm"] == "treatment")
     assert {r["arm"] for r in rows} == {"treatment", "holdout"}
+
+
+def test_a_session_key_policy_sends_the_key_to_the_treatment_only_from_client_and_sdk(
+    server: LoopbackLLM, ledger_url: str, tmp_path: Path
+) -> None:
+    """Testing sticky routing itself: the holdout's requests carry no ``session_id``, their
+    rows record no key, and a session keeps its arm (drawn from the unsent key)."""
+    engine = make_engine(ledger_url)
+    policy_id = start_policy(
+        engine, model=MODEL, provider={}, holdout_share=0.5, by="t", reason=None, now=NOW,
+        kind="session_key",
+    )  # fmt: skip
+    sessions = [f"s-{i}" for i in range(12)]
+    reply = "openrouter_chat_anthropic_cache_read_write.json"
+    server.queue(*(Reply.payload(reply) for _ in range(3 * len(sessions))))
+    with Ledger(ledger_url, journal_dir=tmp_path / "j") as led:
+        with _client(server, led) as client:
+            for _turn in range(2):
+                for s in sessions:
+                    client.chat(USER, model=MODEL, session_id=s, actor_id="planner")
+        http = ledger_pkg.httpx_client(ledger=led, strict=True)
+        base = server.url + "/api/v1"
+        with openai.OpenAI(api_key="sk-or-x", base_url=base, http_client=http) as sdk:
+            for s in sessions:
+                with ledger_pkg.context(session_id=s, actor_id="planner"):
+                    sdk.chat.completions.create(model=MODEL, messages=USER)
+        assert led.flush()
+    with engine.connect() as conn:
+        rows = conn.execute(select(token_usage).order_by(token_usage.c.id)).mappings().all()
+    engine.dispose()
+    arms: dict[str, set[str]] = {}
+    for row, request in zip(rows, server.requests, strict=True):
+        assert row["policy_id"] == policy_id
+        arms.setdefault(row["session_id"], set()).add(row["arm"])
+        treated = row["arm"] == "treatment"
+        assert ("session_id" in request.body) == treated
+        assert (row["session_key"] is not None) == treated  # the key actually sent
+        assert "provider" not in request.body  # nothing else changes
+    assert all(len(a) == 1 for a in arms.values())  # client and SDK draw the same arm
+    assert {a for (a,) in arms.values()} == {"treatment", "holdout"}
+
+
+def test_a_session_key_policy_takes_no_provider_object() -> None:
+    from ledger.policies import check_provider
+
+    with pytest.raises(PolicyError, match="sends no provider object"):
+        check_provider({"sort": "price"}, "session_key")
+    with pytest.raises(PolicyError, match="policy kind"):
+        check_provider({}, "nope")  # type: ignore[arg-type]
+    check_provider({}, "session_key")

@@ -36,6 +36,7 @@ import pandas as pd  # type: ignore[import-untyped]
 from sqlalchemy.engine import URL
 
 from ledger.analytics import experiment, figures, local, prices, views
+from ledger.analytics.experiment import Effect, SessionSums
 from ledger.analytics.readonly import check_read_only
 from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.analytics.source import LedgerSource
@@ -286,9 +287,25 @@ class Analytics:
     def experiment(self, policy_id: int) -> experiment.Effect:
         """What routing policy ``policy_id`` did: treatment against holdout
         (:mod:`ledger.analytics.experiment`)."""
+        sessions, p95, _ = self._experiment_sums(policy_id)
+        return experiment.effect(sessions, p95)
+
+    def experiment_by_agent(self, policy_id: int) -> dict[str | None, Effect]:
+        """:meth:`experiment` per agent (``actor_id``): what the policy did to each."""
+        sessions, _, p95 = self._experiment_sums(policy_id)
+        return experiment.effects_by_agent(sessions, p95)
+
+    def _experiment_sums(
+        self, policy_id: int
+    ) -> tuple[list[SessionSums], dict[str, float], dict[tuple[str | None, str], float]]:
+        """The sessions' sums, and the p95 by arm and by (agent, arm)."""
         params = {"policy": policy_id}
+
+        def agent(value: Any) -> str | None:
+            return None if pd.isna(value) else str(value)
+
         sessions = [
-            experiment.SessionSums(
+            SessionSums(
                 arm=str(r.arm),
                 attempts=int(r.attempts),
                 errors=int(r.errors),
@@ -296,13 +313,18 @@ class Analytics:
                 cost_usd=float(r.cost_usd),
                 input_tokens=int(r.input_tokens),
                 cache_read_tokens=int(r.cache_read_tokens),
+                actor_id=agent(r.actor_id),
             )
             for r in self._read(experiment.SESSION_SUMS, params).itertuples(index=False)
         ]
-        p95 = self._read(experiment.P95_BY_ARM, params)
-        return experiment.effect(
-            sessions, {str(r.arm): float(r.p95_latency_ms) for r in p95.itertuples(index=False)}
-        )
+        by_arm: dict[str, float] = {}
+        by_agent: dict[tuple[str | None, str], float] = {}
+        for r in self._read(experiment.P95_BY_ARM, params).itertuples(index=False):
+            if r.by_agent:
+                by_agent[agent(r.actor_id), str(r.arm)] = float(r.p95_latency_ms)
+            else:
+                by_arm[str(r.arm)] = float(r.p95_latency_ms)
+        return sessions, by_arm, by_agent
 
     def cache_hits_by_agent(self, filters: Filters | None = None) -> pd.DataFrame:
         """``cache_hits`` summed over upstreams: one row per agent, model and key_sent."""

@@ -23,6 +23,7 @@ from typing import Final
 SESSION_SUMS: Final = """
 SELECT
     arm,
+    actor_id,
     coalesce(session_id || chr(31) || coalesce(actor_id, ''), call_id) AS unit,
     count(*) AS attempts,
     count(*) FILTER (WHERE status = 'error' AND coalesce(error_type, '') <> 'abandoned')
@@ -38,12 +39,14 @@ WHERE policy_id = $policy AND arm IS NOT NULL AND NOT response_cache_hit AND att
 GROUP BY ALL
 """
 
-#: Served latency per arm, for its p95 (no interval: a quantile's is not worth its cost here).
+#: Served latency per arm, and per arm and agent, for its p95 (no interval: a quantile's
+#: is not worth its cost here); ``by_agent`` tells the two groupings apart.
 P95_BY_ARM: Final = """
-SELECT arm, quantile_cont(latency_ms, 0.95) AS p95_latency_ms
+SELECT arm, actor_id, grouping(actor_id) = 0 AS by_agent,
+    quantile_cont(latency_ms, 0.95) AS p95_latency_ms
 FROM token_usage
 WHERE policy_id = $policy AND arm IS NOT NULL AND status = 'ok' AND NOT response_cache_hit
-GROUP BY arm
+GROUP BY GROUPING SETS ((arm), (arm, actor_id))
 """
 
 #: Two-sided 95 % normal quantile.
@@ -61,6 +64,7 @@ class SessionSums:
     cost_usd: float
     input_tokens: int
     cache_read_tokens: int
+    actor_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,3 +165,19 @@ def effect(sessions: Sequence[SessionSums], p95: dict[str, float]) -> Effect:
         error_rate=_difference(treated["error_rate"], held["error_rate"]),
         token_hit_rate=_difference(treated["token_hit_rate"], held["token_hit_rate"]),
     )
+
+
+def effects_by_agent(
+    sessions: Sequence[SessionSums], p95: dict[tuple[str | None, str], float]
+) -> dict[str | None, Effect]:
+    """:func:`effect` per agent (``actor_id``; None for calls without one): a session
+    belongs to one agent, so each agent's arms are still whole sessions.
+    ``p95`` is keyed by (agent, arm)."""
+    agents = sorted({s.actor_id for s in sessions}, key=lambda a: (a is None, a or ""))
+    return {
+        agent: effect(
+            [s for s in sessions if s.actor_id == agent],
+            {arm: v for (a, arm), v in p95.items() if a == agent},
+        )
+        for agent in agents
+    }

@@ -22,7 +22,13 @@ from ledger.analytics.experiment import Effect, Estimate
 from ledger.cli.report import open_analytics, terminal
 from ledger.cli.tables import safe
 from ledger.errors import PolicyError
-from ledger.policies import DEFAULT_REFRESH_S, all_policies, start_policy, stop_policy
+from ledger.policies import (
+    DEFAULT_REFRESH_S,
+    PolicyKind,
+    all_policies,
+    start_policy,
+    stop_policy,
+)
 from ledger.store.engine import make_engine
 from ledger.store.migrate import check_ledger
 
@@ -47,26 +53,42 @@ def policy() -> None:
 @click.option(
     "--provider",
     "provider_json",
-    required=True,
     help='The provider object, e.g. \'{"ignore": ["amazon-bedrock"]}\'.',
+)
+@click.option(
+    "--session-key",
+    "session_key",
+    is_flag=True,
+    help="Test the sticky key itself: the holdout is sent without it (instead of --provider).",
 )
 @click.option(
     "--holdout",
     type=click.FloatRange(0.0, 1.0, max_open=True),
     default=DEFAULT_HOLDOUT,
     show_default=True,
-    help="Share of sessions sent as today, to measure the change against.",
+    help="Share of sessions sent as today (with --session-key: without the key).",
 )
 @click.option("--reason", help="Why (kept with the policy).")
 @click.option("--by", "by", default=None, help="Who applies it (default: your user name).")
 def apply(
-    model: str, provider_json: str, holdout: float, reason: str | None, by: str | None
+    model: str,
+    provider_json: str | None,
+    session_key: bool,
+    holdout: float,
+    reason: str | None,
+    by: str | None,
 ) -> None:
-    """Apply PROVIDER to MODEL's OpenRouter calls, holding out a share of sessions."""
-    try:
-        provider = json.loads(provider_json)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint="--provider") from None
+    """Apply PROVIDER to MODEL's OpenRouter calls, holding out a share of sessions; or,
+    with --session-key, send the sticky key to all but a holdout that goes without it."""
+    if session_key == (provider_json is not None):
+        raise click.UsageError("give one of --provider or --session-key")
+    provider: Any = {}
+    if provider_json is not None:
+        try:
+            provider = json.loads(provider_json)
+        except json.JSONDecodeError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--provider") from None
+    kind: PolicyKind = "session_key" if session_key else "provider"
     engine = make_engine(check_ledger())
     try:
         policy_id = start_policy(
@@ -77,16 +99,25 @@ def apply(
             by=by or _by(),
             reason=reason,
             now=dt.datetime.now(dt.UTC),
+            kind=kind,
         )
     finally:
         engine.dispose()
-    shown = json.dumps(provider, ensure_ascii=True)
+    if kind == "session_key":
+        change = (
+            f"Within {DEFAULT_REFRESH_S:g} s, every process recording into this ledger sends\n"
+            f"the model's OpenRouter calls with their sticky key in {1 - holdout:.0%} of "
+            f"sessions\n(treatment, as today); {holdout:.0%} are sent without it (holdout).\n"
+        )
+    else:
+        change = (
+            f"Within {DEFAULT_REFRESH_S:g} s, every process recording into this ledger sends\n"
+            f"  provider = {json.dumps(provider, ensure_ascii=True)}\n"
+            f"with the model's OpenRouter calls in {1 - holdout:.0%} of sessions (treatment);\n"
+            f"{holdout:.0%} are sent as today (holdout).\n"
+        )
     click.echo(
-        f"policy {policy_id} applied to {safe(model)}.\n"
-        f"Within {DEFAULT_REFRESH_S:g} s, every process recording into this ledger sends\n"
-        f"  provider = {shown}\n"
-        f"with the model's OpenRouter calls in {1 - holdout:.0%} of sessions (treatment);\n"
-        f"{holdout:.0%} are sent as today (holdout). A session keeps its arm.\n"
+        f"policy {policy_id} applied to {safe(model)}.\n{change}A session keeps its arm.\n"
         f"Measure:  ledger policy status {safe(model)}\n"
         f"End:      ledger policy stop {safe(model)}"
     )
@@ -124,13 +155,15 @@ def list_policies() -> None:
         out.print("no routing policies yet (ledger policy propose suggests one)")
         return
     table = Table(title="routing policies")
-    for header in ("id", "model", "provider", "holdout", "since", "by", "stopped", "why"):
+    for header in ("id", "model", "change", "holdout", "since", "by", "stopped", "why"):
         table.add_column(header, overflow="fold")
     for r in rows:
         table.add_row(
             str(r.id),
             safe(r.requested_model),
-            safe(json.dumps(r.provider, ensure_ascii=True)),
+            "holdout without the sticky key"
+            if r.kind == "session_key"
+            else safe(json.dumps(r.provider, ensure_ascii=True)),
             f"{r.holdout_share:.0%}",
             f"{r.created_at:%Y-%m-%d %H:%M}",
             safe(r.created_by),
@@ -175,7 +208,11 @@ def status(model: str) -> None:
         raise PolicyError(f"{model} has never had a policy (ledger policy list shows them)")
     with open_analytics(Console(stderr=True)) as analytics:
         found = analytics.experiment(latest.id)
-    print_effect(terminal(), latest, found)
+        by_agent = analytics.experiment_by_agent(latest.id)
+    out = terminal()
+    print_effect(out, latest, found)
+    if len(by_agent) > 1 or latest.kind == "session_key":
+        print_agents(out, by_agent)
 
 
 def _est(e: Estimate, fmt: str) -> str:
@@ -187,10 +224,16 @@ def _est(e: Estimate, fmt: str) -> str:
 
 
 def print_effect(out: Console, latest: Any, found: Effect) -> None:
+    what = (
+        "the sticky key (treatment: sent, holdout: not)"
+        if latest.kind == "session_key"
+        else json.dumps(latest.provider, ensure_ascii=True)
+    )
     state = "active" if latest.stopped_at is None else f"stopped {latest.stopped_at:%Y-%m-%d}"
     out.print(
         f"policy {latest.id} on {safe(latest.requested_model)} ({state}), since "
-        f"{latest.created_at:%Y-%m-%d %H:%M} UTC\n(± a 95 % interval, sessions as the unit)",
+        f"{latest.created_at:%Y-%m-%d %H:%M} UTC\nchange: {safe(what)}\n"
+        "(± a 95 % interval, sessions as the unit)",
         markup=False,
     )
     table = Table()
@@ -236,3 +279,20 @@ def print_effect(out: Console, latest: Any, found: Effect) -> None:
         )
     else:
         out.print("the treatment costs less per attempt, beyond its interval", markup=False)
+
+
+def print_agents(out: Console, by_agent: dict[str | None, Effect]) -> None:
+    """The effect per agent: what the change did to each (a session is one agent's)."""
+    table = Table(title="effect per agent (treatment - holdout)")
+    for header in ("agent", "sessions (T + H)", "cost / attempt $", "error rate", "token hit"):
+        table.add_column(header, overflow="fold")
+    for agent, found in by_agent.items():
+        sessions = found.treatment.sessions + found.holdout.sessions
+        table.add_row(
+            "(none)" if agent is None else safe(agent),
+            f"{found.treatment.sessions:,} + {found.holdout.sessions:,} = {sessions:,}",
+            _est(found.cost_per_attempt, "+.6f"),
+            _est(found.error_rate, "+.1%"),
+            _est(found.token_hit_rate, "+.1%"),
+        )
+    out.print(table)

@@ -241,9 +241,10 @@ class Meter:
                 else call_id
             )
             arm = arm_for(policy.id, unit, policy.holdout_share)
-            if arm == "treatment":
-                apply_to(data, policy)
+            if apply_to(data, policy, arm, provider):
                 changed = True
+                if policy.kind == "session_key":
+                    sent_key = None  # its holdout is sent without the key
         replaced = None
         if changed:
             replaced = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()

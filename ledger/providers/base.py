@@ -272,6 +272,11 @@ class Provider(ABC):
         """
         return None
 
+    def withhold_session_key(self, body: dict[str, Any]) -> bool:
+        """Take the sticky key out of a built ``body`` (a ``session_key`` policy's
+        holdout); whether there was one."""
+        return False
+
     def sent_routing(self, body: Mapping[str, Any]) -> tuple[Any, Any]:
         """``(provider.sort, provider.order)`` as a built ``body`` carries them (not checked)."""
         return None, None

@@ -223,6 +223,9 @@ class OpenRouterProvider(OpenAIStyleProvider):
     def sent_session_key(self, body: Mapping[str, Any]) -> Any:
         return body.get("session_id")
 
+    def withhold_session_key(self, body: dict[str, Any]) -> bool:
+        return body.pop("session_id", None) is not None
+
     def sent_routing(self, body: Mapping[str, Any]) -> tuple[Any, Any]:
         prefs = body.get("provider")
         if not isinstance(prefs, dict):

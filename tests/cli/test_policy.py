@@ -100,3 +100,40 @@ def test_status_of_a_model_without_policies_is_exit_2(
 ) -> None:
     result = ledger(capsys, "policy", "status", "none/model")
     assert result.code == 2 and "never had a policy" in result.err
+
+
+def test_a_sticky_key_experiment_is_measured_per_agent(
+    env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--session-key``: the holdout goes without the key; status shows what the key did
+    for each agent: here it halves the planner's cost and does nothing for the coder."""
+    both = ledger(capsys, "policy", "apply", MODEL, "--session-key", "--provider", "{}")
+    assert both.code == 2 and "one of --provider or --session-key" in both.err
+    applied = ledger(capsys, "policy", "apply", MODEL, "--session-key", "--holdout", "0.1")
+    assert applied.code == 0, applied.err
+    assert "with their sticky key in 90% of sessions" in applied.out
+    assert "10% are sent without it (holdout)" in applied.out
+    listed = ledger(capsys, "policy", "list")
+    assert "holdout without the sticky key" in listed.out
+    rows, n = [], 0
+    for agent, saving in (("planner", True), ("coder", False)):
+        for s in range(40):
+            arm = "treatment" if s % 2 else "holdout"
+            cost = Decimal("0.0010") if arm == "treatment" and saving else Decimal("0.0020")
+            for turn in range(3):
+                n += 1
+                row = served(
+                    n, "A", session_id=f"{agent}-{s}", actor_id=agent,
+                    requested_model=MODEL, cost_usd=cost + Decimal(turn) / 100_000,
+                    cost_source="provider", policy_id=1, arm=arm,
+                )  # fmt: skip
+                rows.append(row)
+    insert_rows(env, rows)
+    monkeypatch.setenv("COLUMNS", "100")
+    shown = ledger(capsys, "policy", "status", MODEL)
+    assert shown.code == 0, shown.err
+    assert "the sticky key (treatment: sent, holdout: not)" in shown.out
+    lines = {line.split("│")[1].strip(): line for line in shown.out.splitlines() if "│" in line}
+    planner, coder = lines["planner"], lines["coder"]
+    assert "20 + 20 = 40" in planner and "-0.001000" in planner
+    assert "+0.000000" in coder
