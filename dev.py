@@ -2,7 +2,8 @@
 """Project tasks for a fresh machine with only Python 3.11+: each sets itself up first.
 
     python3 dev.py demo [ARGS]       simulated multi-agent traffic -> ledger, report, dashboard
-    python3 dev.py test [ARGS]       the whole test suite (ARGS go to pytest)
+    python3 dev.py test [ARGS]       the whole test suite, one worker per core (at most 4);
+                                     with ARGS, pytest ARGS in one process
     python3 dev.py lint              ruff and mypy
     python3 dev.py lock              uv.lock again after an edit of pyproject.toml (no upgrades)
     python3 dev.py upgrade [PKG ...] every locked version (or only PKG's) to the newest allowed,
@@ -93,6 +94,18 @@ def setup() -> None:
     STAMP.write_text(digest)
 
 
+def whole_suite() -> list[str]:
+    """pytest's options for the whole suite: a worker per core, at most 4.
+
+    Most tests wait on sockets, subprocesses and a browser, so a second worker
+    finishes the suite well before one would even on two loaded cores. Whole
+    modules go to one worker (``loadfile``): their servers and Spark session are
+    module fixtures, and each worker makes its own PostgreSQL database.
+    """
+    workers = min(os.cpu_count() or 1, 4)
+    return ["-n", str(workers), "--dist", "loadfile"] if workers > 1 else []
+
+
 def lock() -> None:
     run(BIN / "uv", "lock", "--python", BIN / "python")
     write_tested_line()
@@ -142,7 +155,7 @@ def main() -> None:
         os.chdir(ROOT)
         os.execv(ledger, [ledger, "demo", *args])  # noqa: S606 (our own venv's ledger)
     elif task == "test":
-        run(BIN / "python", "-m", "pytest", *args)
+        run(BIN / "python", "-m", "pytest", *(args or whole_suite()))
     elif task == "lock":
         lock()
     elif task == "upgrade":

@@ -8,6 +8,8 @@ import tomllib
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -42,3 +44,15 @@ def test_the_environment_runs_the_locked_versions() -> None:
     assert {name: version(name) for name in dev.TESTED_WITH} == {
         name: locked[name] for name in dev.TESTED_WITH
     }
+
+
+def test_the_whole_suite_runs_on_a_worker_per_core_up_to_four(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    dev = dev_module()
+    for cores, workers in ((1, None), (2, "2"), (16, "4")):
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        expected = [] if workers is None else ["-n", workers, "--dist", "loadfile"]
+        assert dev.whole_suite() == expected
