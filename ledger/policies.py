@@ -275,3 +275,27 @@ def stop_policy(
                 )
             return policy
     raise PolicyError(f"{model} has no active policy (ledger policy list shows them)")
+
+
+def claim_worse_alert(engine: Engine, policy_id: int, now: dt.datetime) -> bool:
+    """Take the right to post that policy ``policy_id`` is worse; False when that was
+    posted (or is being posted) already: one alert per policy, however many checkers."""
+    with engine.begin() as conn:
+        taken = conn.execute(
+            update(routing_policies)
+            .where(
+                routing_policies.c.id == policy_id, routing_policies.c.worse_alerted_at.is_(None)
+            )
+            .values(worse_alerted_at=now)
+        )
+    return taken.rowcount == 1
+
+
+def release_worse_alert(engine: Engine, policy_id: int) -> None:
+    """Give a claim back after the alert could not be delivered: the next check retries."""
+    with engine.begin() as conn:
+        conn.execute(
+            update(routing_policies)
+            .where(routing_policies.c.id == policy_id)
+            .values(worse_alerted_at=None)
+        )

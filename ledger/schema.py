@@ -337,6 +337,9 @@ routing_policies = Table(
     Column("stopped_at", UTCDateTime()),
     Column("stopped_by", String(256)),
     Column("stop_reason", String(1024)),
+    # When ``ledger policy check --notify`` posted that it is worse than its holdout
+    # (claimed before posting: one alert per policy, however many checkers run).
+    Column("worse_alerted_at", UTCDateTime()),
     Index(
         "uq_routing_policies_active_model",
         "requested_model",

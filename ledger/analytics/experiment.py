@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 #: Per session of a policy's experiment: its arm and the sums its rates are made of.
 #: Response-cache hits are no attempt; costs unknown are left out of the cost sums
@@ -100,6 +100,26 @@ class Effect:
     cost_per_attempt: Estimate
     error_rate: Estimate
     token_hit_rate: Estimate
+
+
+#: What an experiment shows so far (:func:`outcome`).
+Outcome = Literal["measuring", "no effect yet", "better", "worse"]
+
+
+def outcome(found: Effect) -> Outcome:
+    """``worse`` when the treatment's cost per attempt or error rate is higher than the
+    holdout's beyond its interval; ``better`` when its cost per attempt is lower beyond
+    it (errors not worse); ``measuring`` until both arms have sessions enough for an
+    interval on cost; else ``no effect yet``."""
+    cost, errors = found.cost_per_attempt, found.error_rate
+    higher = [e for e in (cost, errors) if e.excludes_zero and e.value is not None and e.value > 0]
+    if higher:
+        return "worse"
+    if cost.value is None:
+        return "measuring"
+    if cost.excludes_zero and cost.value < 0:
+        return "better"
+    return "no effect yet"
 
 
 def ratio(numerators: Sequence[float], denominators: Sequence[float]) -> tuple[float, float] | None:

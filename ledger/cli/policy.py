@@ -3,8 +3,10 @@
 ``propose`` turns the warranted verdicts into the ``apply`` command to run;
 ``apply`` stores a policy (every process sending through the ledger applies it
 within its refresh bound) and prints exactly what changes; ``list`` shows every
-policy, active or stopped; ``status`` compares the arms so far; ``stop`` ends a
-policy (its model's calls are sent as before it). Policy errors exit 2.
+policy, active or stopped; ``status`` compares the arms so far; ``check`` judges
+every active policy (for cron: exit 1 when one is worse than its holdout, and
+with ``--notify`` a webhook once per such policy); ``stop`` ends a policy (its
+model's calls are sent as before it). Policy errors exit 2.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ledger.analytics.experiment import Effect, Estimate
+from ledger.analytics.experiment import Effect, Estimate, Outcome, outcome
+from ledger.budgets.notify import DEFAULT_RETRIES, webhook_host
 from ledger.cli.report import open_analytics, terminal
 from ledger.cli.tables import safe
 from ledger.errors import PolicyError
 from ledger.policies import (
     DEFAULT_REFRESH_S,
     PolicyKind,
+    active_policies,
     all_policies,
     start_policy,
     stop_policy,
@@ -32,6 +36,14 @@ from ledger.policies import (
 from ledger.store.engine import make_engine
 from ledger.store.migrate import check_ledger
 
+#: What ``status`` and ``check`` say of each :func:`outcome`.
+OUTCOME_TEXT: Final[dict[Outcome, str]] = {
+    "measuring": "not enough sessions in both arms to measure yet",
+    "no effect yet": "no effect on cost per attempt yet: its interval spans zero",
+    "better": "the treatment costs less per attempt, beyond its interval",
+    "worse": "worse: the treatment costs more per attempt or fails more often, beyond its "
+    "interval; consider `ledger policy stop`",
+}
 #: The share of sessions ``propose`` holds out unless told otherwise.
 DEFAULT_HOLDOUT: Final = 0.15
 
@@ -215,6 +227,53 @@ def status(model: str) -> None:
         print_agents(out, by_agent)
 
 
+@policy.command()
+@click.option(
+    "--notify",
+    "notify_url",
+    metavar="URL",
+    default=None,
+    help="Post a Slack-compatible webhook for each active policy worse than its holdout "
+    "(once per policy).",
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=DEFAULT_RETRIES,
+    show_default=True,
+    help="Retries of a webhook that fails with 5xx, 429 or a network error.",
+)
+def check(notify_url: str | None, retries: int) -> None:
+    """Judge every active policy so far; exit 1 when one is worse than its holdout."""
+    from ledger.policy_alerts import notify_worse  # httpx and the alert shape, only here
+
+    engine = make_engine(check_ledger())
+    try:
+        active = active_policies(engine)
+        if not active:
+            click.echo("no active routing policy")
+            return
+        with open_analytics(Console(stderr=True)) as analytics:
+            found = [(p, analytics.experiment(p.id)) for p in active]
+        for p, effect in found:
+            click.echo(
+                f"policy {p.id} on {safe(p.requested_model)}: {OUTCOME_TEXT[outcome(effect)]}"
+            )
+        worse = [(p, e) for p, e in found if outcome(e) == "worse"]
+        if notify_url is not None and worse:
+            for d in notify_worse(engine, worse, notify_url, retries=retries):
+                where = webhook_host(notify_url)
+                if d.state == "failed":
+                    click.echo(f"alert for policy {d.policy.id} NOT delivered to {where}: "
+                               f"{d.error}", err=True)  # fmt: skip
+                else:
+                    click.echo(f"alert for policy {d.policy.id} {d.state} ({where})", err=True)
+    finally:
+        engine.dispose()
+    if worse:
+        raise SystemExit(1)
+
+
 def _est(e: Estimate, fmt: str) -> str:
     if e.value is None:
         return "-"
@@ -267,18 +326,7 @@ def print_effect(out: Console, latest: Any, found: Effect) -> None:
         "",
     )
     out.print(table)
-    cost = found.cost_per_attempt
-    if cost.value is None:
-        out.print("not enough sessions in both arms to measure yet", markup=False)
-    elif not cost.excludes_zero:
-        out.print("no effect on cost per attempt yet: its interval spans zero", markup=False)
-    elif cost.value > 0:
-        out.print(
-            "worse: the treatment costs more per attempt; consider `ledger policy stop`",
-            markup=False,
-        )
-    else:
-        out.print("the treatment costs less per attempt, beyond its interval", markup=False)
+    out.print(OUTCOME_TEXT[outcome(found)], markup=False)
 
 
 def print_agents(out: Console, by_agent: dict[str | None, Effect]) -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ledger.analytics.experiment import SessionSums, effect, ratio
 from tests.analytics.builders import insert_rows, served
 from tests.cli.shell import ledger
+from tests.llm_loopback import LoopbackLLM, Reply
 
 MODEL = "anthropic/claude-sonnet-4.6"
 
@@ -137,3 +139,66 @@ def test_a_sticky_key_experiment_is_measured_per_agent(
     planner, coder = lines["planner"], lines["coder"]
     assert "20 + 20 = 40" in planner and "-0.001000" in planner
     assert "+0.000000" in coder
+
+
+def _arms(cost: dict[str, str], n: int = 60) -> list[Any]:
+    """Sessions of policy 1 alternating between arms, three turns each, at ``cost``."""
+    rows = []
+    for s in range(n):
+        arm = "treatment" if s % 2 else "holdout"
+        for turn in range(3):
+            extra = {"actor_id": "planner", "requested_model": MODEL, "policy_id": 1}
+            price = Decimal(cost[arm]) + Decimal(turn) / 100_000
+            session = f"s-{s}"
+            rows.append(
+                served(
+                    s * 3 + turn,
+                    "A",
+                    session_id=session,
+                    cost_usd=price,
+                    arm=arm,
+                    cost_source="provider",
+                    **extra,
+                )
+            )
+    return rows
+
+
+def test_check_alerts_once_when_a_policy_is_worse_and_exits_1(
+    env: str, capsys: pytest.CaptureFixture[str], server: LoopbackLLM
+) -> None:
+    """In cron: exit 1 says look; the webhook hears of a worse policy once, not every run,
+    and its URL (a credential) is never printed."""
+    server.default = Reply(body=b"ok", headers={"content-type": "text/plain"})
+    hook = server.url + "/hooks/T0/B0/secret-token"
+    assert ledger(capsys, "policy", "check").out.strip() == "no active routing policy"
+    assert ledger(capsys, "policy", "apply", MODEL, "--provider", '{"sort": "price"}').code == 0
+    insert_rows(env, _arms({"treatment": "0.0030", "holdout": "0.0020"}))
+    server.queue(Reply(body=b"down", status=500))  # not delivered: the next run retries
+    failed = ledger(capsys, "policy", "check", "--notify", hook, "--retries", "0")
+    assert failed.code == 1 and "alert for policy 1 NOT delivered" in failed.err
+    first = ledger(capsys, "policy", "check", "--notify", hook)
+    assert first.code == 1
+    assert f"policy 1 on {MODEL}: worse: the treatment costs more" in first.out
+    assert "alert for policy 1 sent (http://127.0.0.1)" in first.err
+    again = ledger(capsys, "policy", "check", "--notify", hook)
+    assert again.code == 1 and "alert for policy 1 already sent" in again.err
+    assert "secret-token" not in first.out + first.err + again.out + again.err
+    _failed, posted = [r for r in server.requests if r.path.startswith("/hooks/")]
+    body = posted.body
+    assert body["ledger"]["policy_id"] == 1 and body["ledger"]["outcome"] == "worse"
+    low = body["ledger"]["cost_per_attempt"][1]
+    assert 0.0009 < body["ledger"]["cost_per_attempt"][0] < 0.0011 and low > 0
+    assert "ledger policy stop" in body["text"]
+
+
+def test_check_of_a_better_policy_exits_0_and_posts_nothing(
+    env: str, capsys: pytest.CaptureFixture[str], server: LoopbackLLM
+) -> None:
+    server.default = Reply(body=b"ok", headers={"content-type": "text/plain"})
+    assert ledger(capsys, "policy", "apply", MODEL, "--provider", '{"sort": "price"}').code == 0
+    insert_rows(env, _arms({"treatment": "0.0010", "holdout": "0.0020"}))
+    checked = ledger(capsys, "policy", "check", "--notify", server.url + "/hooks/x")
+    assert checked.code == 0, checked.err
+    assert "costs less per attempt, beyond its interval" in checked.out
+    assert server.requests == []
