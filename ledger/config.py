@@ -58,6 +58,8 @@ class Setting:
     env: str | None = None
     #: The key in the file when it is not the field's name.
     key: str | None = None
+    #: The default as the page shows it, when the field's own would mislead.
+    default_text: str | None = None
 
 
 def setting(
@@ -68,9 +70,10 @@ def setting(
     key: str | None = None,
     default: Any = MISSING,
     default_factory: Any = MISSING,
+    default_text: str | None = None,
 ) -> Any:
     """A dataclass field that is a documented configuration key."""
-    meta = {_SETTING: Setting(doc, example, env, key)}
+    meta = {_SETTING: Setting(doc, example, env, key, default_text)}
     if default_factory is not MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -238,7 +241,7 @@ def require_table(
             section.pyproject_key,
             where_to_put(section),
             None,
-            said=f"no {section.name} configuration",
+            said=f"no {section.name} file",
         )
     table, where = found
     if table is None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
 from ledger import config as cfg
@@ -49,6 +50,12 @@ class ExporterSettings:
         example='"http://collector:4318"',
     )
 
+    @classmethod
+    def load(cls, path: Path | None = None) -> ExporterSettings:
+        """The ``[exporters]`` section of ``path`` (else the one found), the variable over it."""
+        found = cfg.read_table(SECTION, path)
+        return cls(**cfg.read_settings(SECTION, found, {"otel_endpoint": cfg.text}))
+
 
 SECTION: Final = cfg.Section(
     "exporters",
@@ -61,9 +68,7 @@ SECTION: Final = cfg.Section(
 def exporters_from_env() -> tuple[Exporter, ...]:
     """The exporters the configuration asks for (none unless ``LEDGER_OTEL_ENDPOINT``, or
     ``otel_endpoint`` in the ``[exporters]`` section, names an endpoint)."""
-    found = cfg.read_table(SECTION, None)
-    read = cfg.read_settings(SECTION, found, {"otel_endpoint": cfg.text})
-    endpoint = ExporterSettings(**read).otel_endpoint
+    endpoint = ExporterSettings.load().otel_endpoint
     if not endpoint:
         return ()
     # Imported here: the OpenTelemetry SDK is the optional ``otel`` extra.

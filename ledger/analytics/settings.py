@@ -100,12 +100,14 @@ class AnalyticsLocation:
         default=None,
         doc="the analytics DuckDB file (default: beside a SQLite ledger, else in ~/.cache/ledger/)",
         env=ENV_ANALYTICS_PATH,
+        default_text="beside a SQLite ledger, else ~/.cache/ledger/",
         example='"/var/lib/ledger/analytics.duckdb"',
     )
 
     @classmethod
-    def load(cls) -> AnalyticsLocation:
-        found = cfg.read_table(SECTION, None)
+    def load(cls, path: Path | None = None) -> AnalyticsLocation:
+        """The ``[analytics]`` section of ``path`` (else the one found), the variable over it."""
+        found = cfg.read_table(SECTION, path)
         return cls(**cfg.read_settings(SECTION, found, {"path": _path}))
 
 

@@ -167,7 +167,7 @@ class BudgetConfig:
     unknown_cost: UnknownCost = cfg.setting(
         default="report",
         doc='"fail": rows of unknown cost fail their budget',
-        example='"report"',
+        example='"fail"',
     )
     #: The dotted name of the table the budgets came from, for messages.
     table_key: str = PYPROJECT_KEY

@@ -148,12 +148,12 @@ class GatewayConfig:
     auth: Literal["keys", "none"] = cfg.setting(
         default="keys",
         doc='"none": no gateway key asked (a gateway only the machine itself reaches)',
-        example='"keys"',
+        example='"none"',
     )
     session_prefix: str = cfg.setting(
         default=DEFAULT_PREFIX,
         doc="the sticky key sent is <prefix>:<session>:<actor> (ADR 0221)",
-        example='"ledger"',
+        example='"myapp"',
     )
     rate_limit: tuple[int, float] | None = cfg.setting(
         default=None,
@@ -169,7 +169,7 @@ class GatewayConfig:
         default=False, doc="the ADR-0016 response cache (never for paused turns)", example="true"
     )
     cache_ttl_s: float = cfg.setting(
-        default=300.0, doc="how long a cached response is served (seconds)", example="300"
+        default=300.0, doc="how long a cached response is served (seconds)", example="120"
     )
     budgets: bool = cfg.setting(
         default=False, doc="refuse calls that could cross the [budgets] section", example="true"
@@ -188,31 +188,31 @@ class GatewayConfig:
     default_retry_after_s: float = cfg.setting(
         default=1.0,
         doc="Retry-After when every route failed and none named one (seconds)",
-        example="1",
+        example="2",
     )
     timeout_s: float = cfg.setting(
-        default=600.0, doc="an upstream attempt's time limit (seconds)", example="600"
+        default=600.0, doc="an upstream attempt's time limit (seconds)", example="120"
     )
     #: A request body larger than this is refused (413) before it is read.
     max_body_bytes: int = cfg.setting(
         default=MAX_BODY_BYTES,
         doc="a larger request body: 413 before it is read",
-        example=str(MAX_BODY_BYTES),
+        example="16777216",
     )
     #: The bytes of request bodies in flight at once (:mod:`ledger.gateway.intake`).
     body_budget_bytes: int = cfg.setting(
         default=BODY_BUDGET_BYTES,
         doc="request bodies in flight at once; beyond: 503 + Retry-After",
-        example=str(BODY_BUDGET_BYTES),
+        example="67108864",
     )
     #: Seconds a connection has to send a whole request head, from its first byte (or
     #: from the connection's start); then it is closed.
     header_timeout_s: float = cfg.setting(
-        default=10.0, doc="a connection's request head must be in by then (seconds)", example="10"
+        default=10.0, doc="a connection's request head must be in by then (seconds)", example="5"
     )
     #: Seconds a request body may go without a byte before it is answered 408.
     body_idle_timeout_s: float = cfg.setting(
-        default=30.0, doc="a body silent this long: 408 (seconds)", example="30"
+        default=30.0, doc="a body silent this long: 408 (seconds)", example="15"
     )
     #: Connections (or requests) at once before uvicorn answers 503 (None: no limit).
     max_connections: int | None = cfg.setting(

@@ -87,9 +87,10 @@ class ResilienceSettings:
 
     rate_limit: int = cfg.setting(
         default=60,
-        doc="requests per window per client: N/Ws, N/Wm, N/Wh or N/W seconds (default 60/60s)",
+        doc="requests per window per client: N/Ws, N/Wm, N/Wh or N/W seconds",
         env="LEDGER_RATE_LIMIT",
-        example='"60/1m"',
+        example='"30/1m"',
+        default_text="`60/60s`",
     )
     window_s: float = 60.0
     max_keys: int = 100_000
@@ -109,44 +110,44 @@ class ResilienceSettings:
         default="ledger:",
         doc="key prefix in Redis",
         env="LEDGER_REDIS_PREFIX",
-        example='"ledger:"',
+        example='"myapp:"',
     )
     redis_timeout_s: float = cfg.setting(
         default=0.25,
         doc="bound on connecting and on each answer, seconds (past it, Redis is unreachable)",
         env="LEDGER_REDIS_TIMEOUT_S",
-        example="0.25",
+        example="0.5",
     )
     redis_max_connections: int = cfg.setting(
         default=100,
         doc="connections per Redis client (per event loop); requests beyond wait for one",
         env="LEDGER_REDIS_MAX_CONNECTIONS",
-        example="100",
+        example="250",
     )
     redis_wait_s: float = cfg.setting(
         default=2.0,
         doc="a request's deadline for a free connection, seconds (then refused, Retry-After)",
         env="LEDGER_REDIS_WAIT_S",
-        example="2",
+        example="3",
     )
     redis_retry_interval_s: float = 5.0
     cache_ttl_s: float = cfg.setting(
         default=300.0,
         doc="response cache TTL, seconds",
         env="LEDGER_CACHE_TTL_S",
-        example="300",
+        example="120",
     )
     cache_max_entries: int = cfg.setting(
         default=1024,
         doc="local cache bound, entries",
         env="LEDGER_CACHE_MAX_ENTRIES",
-        example="1024",
+        example="4096",
     )
     cache_max_bytes: int = cfg.setting(
         default=32 * 2**20,
         doc="local cache bound, bytes (32 MiB)",
         env="LEDGER_CACHE_MAX_BYTES",
-        example="33554432",
+        example="67108864",
     )
 
     @classmethod
