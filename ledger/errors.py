@@ -5,9 +5,11 @@
     LedgerError                      base of everything raised on purpose
     ├── ConfigurationError           a setting or URL cannot be used as given
     │   ├── ProviderConfigurationError   a provider is misdeclared or lacks a key/URL
-    │   ├── BudgetConfigurationError     a budgets file is invalid (file, key, what was expected)
-    │   ├── PriceConfigurationError      a price-override file is invalid (file, key, expected)
-    │   ├── GatewayConfigurationError    a gateway file is invalid (ledger.gateway.config)
+    │   ├── SettingError                 a configuration key or variable is invalid (ledger.config:
+    │   │   │                            file, key, what was expected)
+    │   │   ├── BudgetConfigurationError     a budgets table is invalid
+    │   │   ├── PriceConfigurationError      a price-override table is invalid
+    │   │   └── GatewayConfigurationError    a gateway table is invalid
     │   └── BadRetention                 a retention period cannot be used (ledger.store.retention)
     ├── DatabaseError                the ledger database cannot serve a command
     │   ├── LedgerMissing            the SQLite ledger file does not exist (never created)
@@ -484,12 +486,13 @@ class AllProvidersFailed(LedgerError):
         return error_response(503, "providers_unavailable", message, self.retry_after)
 
 
-class BudgetConfigurationError(ConfigurationError):
-    """A budgets file (``[tool.ledger.budgets]`` in pyproject.toml, ``[budgets]`` in
-    ledger.toml) cannot be used: bad TOML, an unknown key, a limit that is not a
-    number >= 0, an agent the configuration or the ledger does not know.
+class SettingError(ConfigurationError):
+    """A configuration key (in ``ledger.toml``, ``pyproject.toml`` or a file named by a
+    variable) or an environment variable cannot be used: bad TOML, an unknown key, a
+    value of the wrong kind. Raised by :mod:`ledger.config`, the one reader.
 
-    ``path`` is the file, ``key`` the dotted key at fault, ``expected`` what it should hold.
+    ``path`` is the file (``<environment>`` for a variable), ``key`` the dotted key (or
+    the variable) at fault, ``expected`` what it should hold: the fix.
     """
 
     def __init__(self, message: str, *, path: str, key: str, expected: str) -> None:
@@ -499,20 +502,23 @@ class BudgetConfigurationError(ConfigurationError):
         self.expected = expected
 
 
-class PriceConfigurationError(ConfigurationError):
-    """A price-override file (``[[tool.ledger.prices]]`` in pyproject.toml,
+class BudgetConfigurationError(SettingError):
+    """A budgets table (``[tool.ledger.budgets]`` in pyproject.toml, ``[budgets]`` in
+    ledger.toml) cannot be used: bad TOML, an unknown key, a limit that is not a
+    number >= 0, an agent the configuration or the ledger does not know."""
+
+
+class PriceConfigurationError(SettingError):
+    """A price-override table (``[[tool.ledger.prices]]`` in pyproject.toml,
     ``[[prices]]`` in ledger.toml) cannot be used: bad TOML, an unknown key, a
     rate that is not a number >= 0, a bad date or hour window, two overrides for
-    the same provider, model, date and hours.
+    the same provider, model, date and hours."""
 
-    ``path`` is the file, ``key`` the key at fault, ``expected`` what it should hold.
-    """
 
-    def __init__(self, message: str, *, path: str, key: str, expected: str) -> None:
-        super().__init__(message)
-        self.path = path
-        self.key = key
-        self.expected = expected
+class GatewayConfigurationError(SettingError):
+    """The gateway table (``[tool.ledger.gateway]``, ``[gateway]``) cannot be used: an
+    unknown key, a route to a provider the gateway cannot speak to, no gateway key
+    without ``auth = "none"``, a limit that is not positive."""
 
 
 class BudgetExceeded(LedgerError):

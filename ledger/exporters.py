@@ -9,15 +9,20 @@ the project ships (OpenTelemetry GenAI spans and metrics).
 
 Configuration switches the OpenTelemetry exporter on without code:
 ``LEDGER_OTEL_ENDPOINT=http://collector:4318`` makes every :class:`Ledger`
-built without an explicit ``exporters=`` export OTLP/HTTP there.
+built without an explicit ``exporters=`` export OTLP/HTTP there; so does
+``otel_endpoint`` in the ``[exporters]`` section (read by :mod:`ledger.config`),
+the variable winning over the file.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
+from ledger import config as cfg
+from ledger.errors import SettingError
 from ledger.events import UsageEvent
 
 ENV_OTEL_ENDPOINT: Final = "LEDGER_OTEL_ENDPOINT"
@@ -34,9 +39,36 @@ class Exporter(Protocol):
         """Send what is queued (up to ``timeout`` seconds) and stop."""
 
 
+@dataclass(frozen=True, slots=True)
+class ExporterSettings:
+    """Which mirrors a :class:`Ledger` built without ``exporters=`` feeds."""
+
+    otel_endpoint: str | None = cfg.setting(
+        default=None,
+        doc="export every recorded row as OpenTelemetry GenAI spans and metrics, OTLP/HTTP",
+        env=ENV_OTEL_ENDPOINT,
+        example='"http://collector:4318"',
+    )
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> ExporterSettings:
+        """The ``[exporters]`` section of ``path`` (else the one found), the variable over it."""
+        found = cfg.read_table(SECTION, path)
+        return cls(**cfg.read_settings(SECTION, found, {"otel_endpoint": cfg.text}))
+
+
+SECTION: Final = cfg.Section(
+    "exporters",
+    ExporterSettings,
+    SettingError,
+    summary="Mirrors of recorded rows (the `otel` extra).",
+)
+
+
 def exporters_from_env() -> tuple[Exporter, ...]:
-    """The exporters the environment asks for (none unless ``LEDGER_OTEL_ENDPOINT`` is set)."""
-    endpoint = os.environ.get(ENV_OTEL_ENDPOINT, "").strip()
+    """The exporters the configuration asks for (none unless ``LEDGER_OTEL_ENDPOINT``, or
+    ``otel_endpoint`` in the ``[exporters]`` section, names an endpoint)."""
+    endpoint = ExporterSettings.load().otel_endpoint
     if not endpoint:
         return ()
     # Imported here: the OpenTelemetry SDK is the optional ``otel`` extra.

@@ -1,9 +1,10 @@
 """Price overrides: your own per-million rates, used instead of genai-prices.
 
-Where (first found wins, never merged)::
+Read by :mod:`ledger.config` (section ``prices``), found like every section
+(first found wins, never merged)::
 
     1. an explicit path (``ledger reprice --prices FILE``, ``load_prices(path=…)``)
-    2. the file named by ``LEDGER_PRICES_FILE``
+    2. the file named by ``LEDGER_PRICES_FILE`` (else ``LEDGER_CONFIG_FILE``)
     3. the nearest directory, from the working directory upwards, holding
        ``ledger.toml`` with ``[[prices]]`` or a ``pyproject.toml`` with
        ``[[tool.ledger.prices]]``; when one directory holds both, ``ledger.toml``
@@ -35,20 +36,19 @@ component the usage needs but the override lacks (cache reads without
 from __future__ import annotations
 
 import datetime as dt
-import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
+from ledger import config as cfg
 from ledger.errors import PriceConfigurationError
 from ledger.providers.base import Usage
 
 ENV_PRICES_FILE: Final = "LEDGER_PRICES_FILE"
-LEDGER_TOML: Final = "ledger.toml"
-PYPROJECT: Final = "pyproject.toml"
+LEDGER_TOML: Final = cfg.LEDGER_TOML
+PYPROJECT: Final = cfg.PYPROJECT
 
 REQUIRED_RATES: Final = ("input", "output")
 OPTIONAL_RATES: Final = (
@@ -60,7 +60,6 @@ OPTIONAL_RATES: Final = (
     "cache_audio_read",
     "output_audio",
 )
-KEYS: Final = ("provider", "model", "effective_from", "hours_utc", *REQUIRED_RATES, *OPTIONAL_RATES)
 _MTOK: Final = Decimal(1_000_000)
 
 
@@ -68,19 +67,47 @@ _MTOK: Final = Decimal(1_000_000)
 class PriceOverride:
     """One provider's model priced from ``effective_from`` (and within ``hours``, when set)."""
 
-    provider: str
-    model: str
-    effective_from: dt.date
-    input: Decimal
-    output: Decimal
-    cache_read: Decimal | None = None
-    cache_write: Decimal | None = None
-    cache_write_1h: Decimal | None = None
-    reasoning: Decimal | None = None
-    input_audio: Decimal | None = None
-    cache_audio_read: Decimal | None = None
-    output_audio: Decimal | None = None
-    hours: tuple[dt.time, dt.time] | None = None
+    provider: str = cfg.setting(
+        doc="the ledger's provider name (the row's provider)", example='"mistral"'
+    )
+    model: str = cfg.setting(
+        doc="the model that served the call (the row's model)", example='"mistral-large-latest"'
+    )
+    effective_from: dt.date = cfg.setting(
+        doc="a UTC date; the latest one on or before the call wins", example="2025-12-02"
+    )
+    input: Decimal = cfg.setting(doc="USD per million input tokens (required)", example="0.5")
+    output: Decimal = cfg.setting(doc="USD per million output tokens (required)", example="1.5")
+    cache_read: Decimal | None = cfg.setting(
+        default=None, doc="cache-read tokens: USD per million (optional)", example="0.05"
+    )
+    cache_write: Decimal | None = cfg.setting(
+        default=None, doc="5-minute cache writes: USD per million (optional)", example="3.75"
+    )
+    cache_write_1h: Decimal | None = cfg.setting(
+        default=None, doc="1-hour cache writes: USD per million (optional)", example="6.0"
+    )
+    reasoning: Decimal | None = cfg.setting(
+        default=None,
+        doc="reasoning tokens (inside output; else at output): USD per million (optional)",
+        example="1.5",
+    )
+    input_audio: Decimal | None = cfg.setting(
+        default=None, doc="audio input tokens: USD per million (optional)", example="1.0"
+    )
+    cache_audio_read: Decimal | None = cfg.setting(
+        default=None, doc="audio cache-read tokens: USD per million (optional)", example="0.1"
+    )
+    output_audio: Decimal | None = cfg.setting(
+        default=None, doc="audio output tokens: USD per million (optional)", example="10.0"
+    )
+    hours: tuple[dt.time, dt.time] | None = cfg.setting(
+        default=None,
+        key="hours_utc",
+        doc="only calls starting in this UTC window (e.g. DeepSeek's off-peak discount); "
+        "it wins over an override without one",
+        example='["16:30", "00:30"]',
+    )
 
     def applies_at(self, at: dt.datetime) -> bool:
         at = at.astimezone(dt.UTC)
@@ -147,87 +174,52 @@ class PriceBook:
 
 
 NO_OVERRIDES: Final = PriceBook()
-
-
-def _fail(
-    path: Path | None, key: str, expected: str, got: Any, *, said: str | None = None
-) -> NoReturn:
-    where = str(path) if path is not None else "<prices>"
-    raise PriceConfigurationError(
-        f"{where}: {key}: expected {expected}, got {said or repr(got)}",
-        path=where,
-        key=key,
-        expected=expected,
-    )
-
-
-def _prefix(path: Path | None) -> str:
-    return "prices" if path is not None and path.name == LEDGER_TOML else "tool.ledger.prices"
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text("utf-8")
-    except OSError as exc:
-        _fail(path, "(file)", "a readable TOML file", None, said=str(exc.strerror))
-    try:
-        return tomllib.loads(text, parse_float=Decimal)
-    except tomllib.TOMLDecodeError as exc:
-        _fail(path, "(file)", "valid TOML", None, said=f"a syntax error ({exc})")
-
-
-def _prices_table(path: Path, document: Mapping[str, Any]) -> Any:
-    if path.name == LEDGER_TOML:
-        return document.get("prices")
-    tool = document.get("tool")
-    ledger = tool.get("ledger") if isinstance(tool, Mapping) else None
-    return ledger.get("prices") if isinstance(ledger, Mapping) else None
+SECTION: Final = cfg.Section(
+    "prices",
+    PriceOverride,
+    PriceConfigurationError,
+    env_file=ENV_PRICES_FILE,
+    summary="Price overrides (an array of tables), used instead of genai-prices for "
+    "computed costs.",
+    array=True,
+)
+KEYS: Final = cfg.keys_of(PriceOverride)
 
 
 def find_prices(start: Path | None = None) -> Path | None:
     """The price-override file that applies from ``start`` (default: the working directory)."""
-    if env := os.environ.get(ENV_PRICES_FILE):
-        return Path(env)
-    here = (start or Path.cwd()).resolve()
-    for directory in (here, *here.parents):
-        for name in (LEDGER_TOML, PYPROJECT):
-            candidate = directory / name
-            if not candidate.is_file():
-                continue
-            try:
-                document = tomllib.loads(candidate.read_text("utf-8"))
-            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-                return candidate  # let load_prices say what is wrong with it
-            if _prices_table(candidate, document) is not None:
-                return candidate
-    return None
+    return cfg.find_file(SECTION, start)
 
 
 def load_prices(path: Path | None = None, *, start: Path | None = None) -> PriceBook:
     """The overrides of ``path`` (else of :func:`find_prices`); none found → no overrides."""
-    chosen = path if path is not None else find_prices(start)
-    if chosen is None:
+    found = cfg.read_table(SECTION, path, start=start)
+    if found is None:
         return NO_OVERRIDES
-    table = _prices_table(chosen, _read_toml(chosen))
+    table, where = found
     if table is None:
         if path is not None:
-            _fail(chosen, _prefix(chosen), "an array of price tables", None, said="no such table")
+            where.fail(where.prefix, "an array of price tables", None, said="no such table")
         return NO_OVERRIDES
-    return parse_prices(table, chosen)
+    return parse_prices(table, where.path, table_key=where.prefix)
 
 
-def parse_prices(table: Any, path: Path | None = None) -> PriceBook:
-    """Check an array of price tables (as parsed from TOML) and build the book."""
-    prefix = _prefix(path)
+def parse_prices(
+    table: Any, path: Path | None = None, *, table_key: str | None = None
+) -> PriceBook:
+    """Check an array of price tables (as parsed from TOML) and build the book.
+
+    ``table_key`` names the array in messages (default: by the file's name)."""
+    where = SECTION.where(path, table_key)
+    prefix = where.prefix
     if not isinstance(table, list):
-        _fail(path, prefix, f"an array of tables ([[{prefix}]])", table)
-    overrides = [_override(path, f"{prefix}[{i}]", entry) for i, entry in enumerate(table)]
+        where.fail(prefix, f"an array of tables ([[{prefix}]])", table)
+    overrides = [_override(where, f"{prefix}[{i}]", entry) for i, entry in enumerate(table)]
     seen: dict[tuple[Any, ...], int] = {}
     for i, o in enumerate(overrides):
         identity = (o.provider, o.model, o.effective_from, o.hours)
         if identity in seen:
-            _fail(
-                path,
+            where.fail(
                 f"{prefix}[{i}]",
                 "one override per provider, model, effective_from and hours_utc",
                 None,
@@ -237,61 +229,49 @@ def parse_prices(table: Any, path: Path | None = None) -> PriceBook:
     return PriceBook(tuple(overrides), path)
 
 
-def _text(path: Path | None, key: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        _fail(path, key, "a non-empty string", value)
-    return value
+def _rate_of(where: cfg.Where, key: str, value: Any) -> Decimal:
+    return cfg.usd(where, key, value, unit="USD per million tokens", most=1_000_000)
 
 
-def _rate(path: Path | None, key: str, value: Any) -> Decimal:
-    expected = "a number of USD per million tokens >= 0"
-    if isinstance(value, bool) or not isinstance(value, int | Decimal):
-        _fail(path, key, expected, value)
-    amount = Decimal(value)
-    if not amount.is_finite() or amount < 0 or amount > 1_000_000:
-        _fail(path, key, expected, value)
-    return amount
-
-
-def _date(path: Path | None, key: str, value: Any) -> dt.date:
+def _date(where: cfg.Where, key: str, value: Any) -> dt.date:
     if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
-        _fail(path, key, "a TOML date such as 2025-12-02 (UTC)", value)
+        where.fail(key, "a TOML date such as 2025-12-02 (UTC)", value)
     return value
 
 
-def _hours(path: Path | None, key: str, value: Any) -> tuple[dt.time, dt.time] | None:
+def _hours(where: cfg.Where, key: str, value: Any) -> tuple[dt.time, dt.time] | None:
     if value is None:
         return None
     expected = 'two "HH:MM" UTC times, start and end, e.g. ["16:30", "00:30"]'
     if not isinstance(value, list) or len(value) != 2 or not all(isinstance(v, str) for v in value):
-        _fail(path, key, expected, value)
+        where.fail(key, expected, value)
     try:
         start, end = (dt.time.fromisoformat(v) for v in value)
     except ValueError:
-        _fail(path, key, expected, value)
+        where.fail(key, expected, value)
     if start == end:
-        _fail(path, key, "a window of some length (start != end)", value)
+        where.fail(key, "a window of some length (start != end)", value)
     return start, end
 
 
-def _override(path: Path | None, key: str, entry: Any) -> PriceOverride:
+def _override(where: cfg.Where, key: str, entry: Any) -> PriceOverride:
     if not isinstance(entry, Mapping):
-        _fail(path, key, "a table", entry)
-    for name in entry:
-        if name not in KEYS:
-            _fail(path, f"{key}.{name}", f"one of {', '.join(KEYS)}", None, said="an unknown key")
+        where.fail(key, "a table", entry)
+    cfg.only_known(where, key, entry, KEYS)
     for name in ("provider", "model", "effective_from", *REQUIRED_RATES):
         if name not in entry:
-            _fail(path, f"{key}.{name}", "a value (required)", None, said="nothing")
+            where.fail(f"{key}.{name}", "a value (required)", None, said="nothing")
     optional = {
-        name: _rate(path, f"{key}.{name}", entry[name]) for name in OPTIONAL_RATES if name in entry
+        name: _rate_of(where, f"{key}.{name}", entry[name])
+        for name in OPTIONAL_RATES
+        if name in entry
     }
     return PriceOverride(
-        provider=_text(path, f"{key}.provider", entry["provider"]),
-        model=_text(path, f"{key}.model", entry["model"]),
-        effective_from=_date(path, f"{key}.effective_from", entry["effective_from"]),
-        input=_rate(path, f"{key}.input", entry["input"]),
-        output=_rate(path, f"{key}.output", entry["output"]),
-        hours=_hours(path, f"{key}.hours_utc", entry.get("hours_utc")),
+        provider=cfg.text(where, f"{key}.provider", entry["provider"]),
+        model=cfg.text(where, f"{key}.model", entry["model"]),
+        effective_from=_date(where, f"{key}.effective_from", entry["effective_from"]),
+        input=_rate_of(where, f"{key}.input", entry["input"]),
+        output=_rate_of(where, f"{key}.output", entry["output"]),
+        hours=_hours(where, f"{key}.hours_utc", entry.get("hours_utc")),
         **optional,
     )

@@ -6,6 +6,9 @@ views read them through the ``ledger_setting(name)`` macro, so a query run by
 ``ledger report``. Change one with :class:`AnalyticsSettings` from Python
 (``Analytics.configure``), or in ``duckdb FILE``: ``UPDATE ledger_settings SET
 value = 300 WHERE name = 'idle_window_s'`` (``ledger sql`` only reads).
+
+Where the file lives is the ``[analytics]`` section's ``path`` (read by
+:mod:`ledger.config`), ``LEDGER_ANALYTICS_PATH`` over it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Final
 
 from sqlalchemy.engine import URL
 
+from ledger import config as cfg
+from ledger.errors import SettingError
 from ledger.store.engine import sqlite_path
 
 ENV_ANALYTICS_PATH: Final = "LEDGER_ANALYTICS_PATH"
@@ -87,6 +92,37 @@ class AnalyticsSettings:
         return cls(**{k: float(v) for k, v in values.items() if k in known})
 
 
+@dataclass(frozen=True, slots=True)
+class AnalyticsLocation:
+    """Where the analytics DuckDB file is kept, when not in its default place."""
+
+    path: Path | None = cfg.setting(
+        default=None,
+        doc="the analytics DuckDB file (default: beside a SQLite ledger, else in ~/.cache/ledger/)",
+        env=ENV_ANALYTICS_PATH,
+        default_text="beside a SQLite ledger, else ~/.cache/ledger/",
+        example='"/var/lib/ledger/analytics.duckdb"',
+    )
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> AnalyticsLocation:
+        """The ``[analytics]`` section of ``path`` (else the one found), the variable over it."""
+        found = cfg.read_table(SECTION, path)
+        return cls(**cfg.read_settings(SECTION, found, {"path": _path}))
+
+
+def _path(where: cfg.Where, key: str, value: object) -> Path:
+    return Path(cfg.text(where, key, value))
+
+
+SECTION: Final = cfg.Section(
+    "analytics",
+    AnalyticsLocation,
+    SettingError,
+    summary="The local DuckDB copy the views are read from.",
+)
+
+
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "ledger"
@@ -95,14 +131,15 @@ def _cache_dir() -> Path:
 def analytics_path_for(url: URL) -> Path:
     """The default DuckDB file for a ledger.
 
-    ``LEDGER_ANALYTICS_PATH`` wins; a SQLite ledger keeps it beside its file so
+    ``LEDGER_ANALYTICS_PATH`` (else the ``[analytics]`` section's ``path``) wins; a
+    SQLite ledger keeps it beside its file so
     both travel together, unless its directory is one we may not write (a
     read-only share); a server ledger, and such a SQLite ledger, get one in the
     user's cache directory, named by a hash of the URL without the password (so
     changing a password keeps the file, and the file name leaks nothing).
     """
-    if env := os.environ.get(ENV_ANALYTICS_PATH):
-        return Path(env)
+    if (named := AnalyticsLocation.load().path) is not None:
+        return named
     path = sqlite_path(url)
     if path is not None and (not path.parent.exists() or os.access(path.parent, os.W_OK)):
         return path.with_name(path.name + SQLITE_SIDECAR_SUFFIX)

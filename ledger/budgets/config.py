@@ -1,17 +1,13 @@
-"""Budgets as configuration: where they are read from, what they may say, and the checks.
+"""Budgets as configuration: what they may say, and the checks.
 
-Where (first found wins, never merged)::
-
-    1. an explicit path (``ledger budget check --config FILE``, ``load_config(path=…)``)
-    2. the file named by ``LEDGER_BUDGETS_FILE``
-
-    A file given by path is read like ``ledger.toml`` (table ``[budgets]``)
-    unless it is named ``pyproject.toml`` or has no ``[budgets]`` table but a
-    ``[tool.ledger.budgets]`` one.
-    3. the nearest directory, from the working directory upwards, holding
-       ``ledger.toml`` (table ``[budgets]``) or a ``pyproject.toml`` with a
-       ``[tool.ledger.budgets]`` table; when one directory holds both,
-       ``ledger.toml`` wins (as ``ruff.toml`` beats ``pyproject.toml``).
+They are read by :mod:`ledger.config` (section ``budgets``), so they are found
+like every other section: an explicit path (``ledger budget check --config
+FILE``, ``load_config(path=…)``), then the file named by ``LEDGER_BUDGETS_FILE``
+(else ``LEDGER_CONFIG_FILE``), then the nearest directory upwards holding a
+``ledger.toml`` with ``[budgets]`` or a ``pyproject.toml`` with
+``[tool.ledger.budgets]`` (``ledger.toml`` wins). A file given by path is read
+like ``ledger.toml`` (table ``[budgets]``) unless it is named ``pyproject.toml``
+or has no ``[budgets]`` table but a ``[tool.ledger.budgets]`` one.
 
 What::
 
@@ -47,19 +43,18 @@ file, the dotted key and what was expected.
 
 from __future__ import annotations
 
-import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Final, Literal, NoReturn, cast
+from typing import Any, Final, Literal, cast
 
+from ledger import config as cfg
 from ledger.errors import BudgetConfigurationError
 
 ENV_BUDGETS_FILE: Final = "LEDGER_BUDGETS_FILE"
-LEDGER_TOML: Final = "ledger.toml"
-PYPROJECT: Final = "pyproject.toml"
+LEDGER_TOML: Final = cfg.LEDGER_TOML
+PYPROJECT: Final = cfg.PYPROJECT
 #: The budgets' table in each kind of file.
 LEDGER_TOML_KEY: Final = "budgets"
 PYPROJECT_KEY: Final = "tool.ledger.budgets"
@@ -87,17 +82,51 @@ def tag_text(value: Any) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetLimits:
+    """The limits a budget table may hold, USD (which ones depends on its ``kind``)."""
+
+    mean_usd: Decimal | None = cfg.setting(
+        default=None, doc="turn: the mean cost of a call, at most", example="0.02"
+    )
+    p95_usd: Decimal | None = cfg.setting(
+        default=None, doc="turn: the 95th percentile of a call's cost, at most", example="0.05"
+    )
+    max_usd: Decimal | None = cfg.setting(
+        default=None, doc="turn: the most any one call may cost", example="0.25"
+    )
+    limit_usd: Decimal | None = cfg.setting(
+        default=None, doc="agent_day, model_day: the spend per UTC day, at most", example="5"
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Budget:
     """One named budget: what it limits (``kind``, ``limits``) and over which rows (scope)."""
 
     name: str
-    kind: Kind
-    limits: Mapping[str, Decimal]
-    agent: str | None = None
-    model: str | None = None
-    tags: Mapping[str, str] = field(default_factory=dict)
+    kind: Kind = cfg.setting(
+        doc="turn (per call), agent_day (per agent per UTC day) or model_day (per requested "
+        "model per UTC day)",
+        example='"agent_day"',
+    )
+    limits: Mapping[str, Decimal] = field(default_factory=dict)
+    agent: str | None = cfg.setting(
+        default=None,
+        doc="only this agent's rows (agent_day without it: every agent)",
+        example='"planner"',
+    )
+    model: str | None = cfg.setting(
+        default=None, doc="only calls requesting this model", example='"gpt-4o"'
+    )
+    tags: Mapping[str, str] = cfg.setting(
+        default_factory=dict, doc="only rows carrying these tags", example='{ env = "ci" }'
+    )
     #: Warn when a figure reaches this share of its limit (None: alert at the limit only).
-    warn_at: Decimal | None = None
+    warn_at: Decimal | None = cfg.setting(
+        default=None,
+        doc="warn at this share of the limit (overrides the default)",
+        example="0.9",
+    )
 
     @property
     def per_day(self) -> bool:
@@ -130,10 +159,22 @@ class BudgetConfig:
 
     budgets: tuple[Budget, ...]
     source: Path | None = None
-    agents: tuple[str, ...] | None = None
-    unknown_cost: UnknownCost = "report"
+    agents: tuple[str, ...] | None = cfg.setting(
+        default=None,
+        doc="the agents budgets may name (a typo guard)",
+        example='["planner", "coder"]',
+    )
+    unknown_cost: UnknownCost = cfg.setting(
+        default="report",
+        doc='"fail": rows of unknown cost fail their budget',
+        example='"fail"',
+    )
     #: The dotted name of the table the budgets came from, for messages.
     table_key: str = PYPROJECT_KEY
+    #: The default warning threshold of the file's budgets.
+    warn_at: Decimal | None = cfg.setting(
+        default=None, doc="the default warning threshold, a share of each limit", example="0.8"
+    )
 
     def budget(self, name: str) -> Budget:
         for b in self.budgets:
@@ -146,105 +187,40 @@ class BudgetConfig:
         allowed = set(self.agents) if self.agents is not None else known
         if self.agents is None and not known:
             return  # an empty ledger knows no agent yet: nothing to compare with
+        where = SECTION.where(self.source, self.table_key)
         for b in self.budgets:
             if b.agent is not None and b.agent not in allowed:
-                where = "the agents list" if self.agents is not None else "the ledger"
-                _fail(
-                    self.source,
-                    f"{self.table_key}.{b.name}.agent",
-                    f"one of the agents in {where} ({', '.join(sorted(allowed))})",
+                said = "the agents list" if self.agents is not None else "the ledger"
+                where.fail(
+                    where.key(b.name, "agent"),
+                    f"one of the agents in {said} ({', '.join(sorted(allowed))})",
                     b.agent,
                 )
+
+
+SECTION: Final = cfg.Section(
+    "budgets",
+    BudgetConfig,
+    BudgetConfigurationError,
+    env_file=ENV_BUDGETS_FILE,
+    summary="Cost budgets: `ledger budget check`, the budget guard, the gateway's "
+    "`budgets = true`.",
+    tables=(("", "<budget>", Budget), ("", "<budget>", BudgetLimits)),
+)
 
 
 # -- reading ------------------------------------------------------------------
 
 
-def _prefix(path: Path | None) -> str:
-    return LEDGER_TOML_KEY if path is not None and path.name == LEDGER_TOML else PYPROJECT_KEY
-
-
-def _table_key(path: Path, document: Mapping[str, Any]) -> str:
-    """Where ``path`` keeps its budgets: ``[tool.ledger.budgets]`` in a pyproject.toml,
-    ``[budgets]`` in ledger.toml and in any other file that has that table."""
-    if path.name == PYPROJECT:
-        return PYPROJECT_KEY
-    if path.name == LEDGER_TOML or LEDGER_TOML_KEY in document:
-        return LEDGER_TOML_KEY
-    return PYPROJECT_KEY
-
-
-def _fail(
-    path: Path | None, key: str, expected: str, got: Any, *, said: str | None = None
-) -> NoReturn:
-    """Raise the error naming the file, the key, what was expected and what was found."""
-    where = str(path) if path is not None else "<budgets>"
-    raise BudgetConfigurationError(
-        f"{where}: {key}: expected {expected}, got {said or repr(got)}",
-        path=where,
-        key=key,
-        expected=expected,
-    )
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text("utf-8")
-    except OSError as exc:
-        _fail(path, "(file)", "a readable TOML file", None, said=f"{exc.strerror}")
-    try:
-        return tomllib.loads(text, parse_float=Decimal)
-    except tomllib.TOMLDecodeError as exc:
-        _fail(path, "(file)", "valid TOML", None, said=f"a syntax error ({exc})")
-    raise AssertionError("unreachable")
-
-
-def _budgets_table(path: Path, document: Mapping[str, Any]) -> Any:
-    if _table_key(path, document) == LEDGER_TOML_KEY:
-        return document.get(LEDGER_TOML_KEY)
-    return document.get("tool", {}).get("ledger", {}).get("budgets")
-
-
-def _has_budgets(path: Path) -> bool:
-    try:
-        document = tomllib.loads(path.read_text("utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return True  # let load_config say what is wrong with it
-    return _budgets_table(path, document) is not None
-
-
 def find_config(start: Path | None = None) -> Path | None:
     """The budgets file that applies from ``start`` (default: the working directory)."""
-    if env := os.environ.get(ENV_BUDGETS_FILE):
-        return Path(env)
-    here = (start or Path.cwd()).resolve()
-    for directory in (here, *here.parents):
-        if (directory / LEDGER_TOML).is_file():
-            return directory / LEDGER_TOML
-        pyproject = directory / PYPROJECT
-        if pyproject.is_file() and _has_budgets(pyproject):
-            return pyproject
-    return None
+    return cfg.find_file(SECTION, start)
 
 
 def load_config(path: Path | None = None, *, start: Path | None = None) -> BudgetConfig:
     """Read and check the budgets of ``path`` (else of :func:`find_config`)."""
-    chosen = path if path is not None else find_config(start)
-    if chosen is None:
-        _fail(
-            None,
-            "tool.ledger.budgets",
-            f"a [tool.ledger.budgets] table in {PYPROJECT} or a [budgets] table in {LEDGER_TOML} "
-            f"(or a file named by {ENV_BUDGETS_FILE})",
-            None,
-            said="no budgets file",
-        )
-    document = _read_toml(chosen)
-    key = _table_key(chosen, document)
-    table = _budgets_table(chosen, document)
-    if table is None:
-        _fail(chosen, key, "a table of budgets", None, said="no such table")
-    return parse_config(table, chosen, table_key=key)
+    table, where = cfg.require_table(SECTION, path, start=start)
+    return parse_config(table, where.path, table_key=where.prefix)
 
 
 def parse_config(
@@ -254,87 +230,67 @@ def parse_config(
 
     ``table_key`` names the table in messages (default: by the file's name).
     """
-    prefix = table_key or _prefix(path)
+    where = SECTION.where(path, table_key)
     if not isinstance(table, Mapping):
-        _fail(path, prefix, "a table of budgets", table)
+        where.fail(where.prefix, "a table of budgets", table)
     budgets: list[Budget] = []
-    default_warn = _warn_at(path, f"{prefix}.warn_at", table.get("warn_at"))
+    default_warn = _warn_at(where, where.key("warn_at"), table.get("warn_at"))
     for name, value in table.items():
         if isinstance(value, Mapping):
-            budgets.append(_budget(path, f"{prefix}.{name}", name, value, default_warn))
+            budgets.append(_budget(where, name, value, default_warn))
         elif name not in SETTINGS:
             expected = f"a budget table or a setting ({', '.join(SETTINGS)})"
-            _fail(path, f"{prefix}.{name}", expected, None, said="an unknown key")
+            where.fail(where.key(name), expected, None, said="an unknown key")
     if not budgets:
-        _fail(path, prefix, "at least one budget table", None, said="none")
+        where.fail(where.prefix, "at least one budget table", None, said="none")
     return BudgetConfig(
         budgets=tuple(budgets),
         source=path,
-        agents=_agents(path, prefix, table.get("agents")),
-        unknown_cost=_unknown_cost(path, prefix, table.get("unknown_cost", "report")),
-        table_key=prefix,
+        agents=_agents(where, table.get("agents")),
+        unknown_cost=_unknown_cost(where, table.get("unknown_cost", "report")),
+        table_key=where.prefix,
+        warn_at=default_warn,
     )
 
 
-def _agents(path: Path | None, prefix: str, value: Any) -> tuple[str, ...] | None:
+def _agents(where: cfg.Where, value: Any) -> tuple[str, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(a, str) and a for a in value):
-        _fail(path, f"{prefix}.agents", "a list of agent ids (strings)", value)
+        where.fail(where.key("agents"), "a list of agent ids (strings)", value)
     return tuple(value)
 
 
-def _unknown_cost(path: Path | None, prefix: str, value: Any) -> UnknownCost:
+def _unknown_cost(where: cfg.Where, value: Any) -> UnknownCost:
     if value not in UNKNOWN_COST_CHOICES:
-        _fail(path, f"{prefix}.unknown_cost", '"report" or "fail"', value)
+        where.fail(where.key("unknown_cost"), '"report" or "fail"', value)
     return "fail" if value == "fail" else "report"
 
 
-def _limit(path: Path | None, key: str, value: Any) -> Decimal:
-    expected = "a number of USD >= 0"
-    if isinstance(value, bool) or not isinstance(value, int | Decimal):
-        _fail(path, key, expected, value)
-    amount = Decimal(value)
-    if not amount.is_finite() or amount < 0:
-        _fail(path, key, expected, value)
-    return amount
-
-
-def _warn_at(path: Path | None, key: str, value: Any) -> Decimal | None:
-    if value is None:
-        return None
-    expected = "a share of the limit above 0 and below 1 (e.g. 0.8)"
-    if isinstance(value, bool) or not isinstance(value, int | Decimal):
-        _fail(path, key, expected, value)
-    share = Decimal(value)
-    if not share.is_finite() or not 0 < share < 1:
-        _fail(path, key, expected, value)
-    return share
+def _warn_at(where: cfg.Where, key: str, value: Any) -> Decimal | None:
+    return None if value is None else cfg.share(where, key, value)
 
 
 def _budget(
-    path: Path | None,
-    key: str,
-    name: str,
-    table: Mapping[str, Any],
-    default_warn: Decimal | None = None,
+    where: cfg.Where, name: str, table: Mapping[str, Any], default_warn: Decimal | None
 ) -> Budget:
+    key = where.key(name)
     if table.get("kind") not in LIMITS:
-        _fail(path, f"{key}.kind", f"one of {', '.join(LIMITS)}", table.get("kind"))
+        where.fail(f"{key}.kind", f"one of {', '.join(LIMITS)}", table.get("kind"))
     kind = cast(Kind, table["kind"])
     allowed = ("kind", *LIMITS[kind], *SCOPE_KEYS, *ALERT_KEYS)
     for field_name in table:
         if field_name not in allowed:
             expected = f"one of {', '.join(allowed)} for a {kind} budget"
-            _fail(path, f"{key}.{field_name}", expected, None, said="an unknown key")
-    limits = {m: _limit(path, f"{key}.{m}", table[m]) for m in LIMITS[kind] if m in table}
+            where.fail(f"{key}.{field_name}", expected, None, said="an unknown key")
+    limits = {m: cfg.usd(where, f"{key}.{m}", table[m]) for m in LIMITS[kind] if m in table}
     if not limits:
-        _fail(path, key, f"a limit ({' or '.join(LIMITS[kind])})", None, said="none")
+        where.fail(key, f"a limit ({' or '.join(LIMITS[kind])})", None, said="none")
     scope: dict[str, str | None] = {}
     for text_key in ("agent", "model"):
         value = table.get(text_key)
         if value is not None and (not isinstance(value, str) or not value):
-            _fail(path, f"{key}.{text_key}", f"an {text_key} id (a non-empty string)", value)
+            where.fail(f"{key}.{text_key}", f"an {text_key} id (a non-empty string)", value)
         scope[text_key] = value
     return Budget(
         name=name,
@@ -342,17 +298,17 @@ def _budget(
         limits=limits,
         agent=scope["agent"],
         model=scope["model"],
-        tags=_tags(path, f"{key}.tags", table.get("tags", {})),
-        warn_at=_warn_at(path, f"{key}.warn_at", table.get("warn_at", default_warn)),
+        tags=_tags(where, f"{key}.tags", table.get("tags", {})),
+        warn_at=_warn_at(where, f"{key}.warn_at", table.get("warn_at", default_warn)),
     )
 
 
-def _tags(path: Path | None, key: str, value: Any) -> dict[str, str]:
+def _tags(where: cfg.Where, key: str, value: Any) -> dict[str, str]:
     if not isinstance(value, Mapping):
-        _fail(path, key, "a table of tag = value", value)
+        where.fail(key, "a table of tag = value", value)
     tags: dict[str, str] = {}
     for name, tag in value.items():
         if isinstance(tag, Mapping | list):
-            _fail(path, f"{key}.{name}", "a string, number or boolean", tag)
+            where.fail(f"{key}.{name}", "a string, number or boolean", tag)
         tags[name] = tag_text(tag)
     return tags

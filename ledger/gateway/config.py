@@ -1,8 +1,9 @@
 """The gateway's configuration: ``[tool.ledger.gateway]`` in pyproject.toml or
 ``[gateway]`` in ledger.toml, checked with errors naming the file, key and what was expected.
 
-Where (first found wins, as for budgets): an explicit path, the file named by
-``LEDGER_GATEWAY_FILE``, else the nearest ``ledger.toml`` (table ``[gateway]``)
+Read by :mod:`ledger.config` (section ``gateway``), found like every section
+(first found wins): an explicit path, the file named by ``LEDGER_GATEWAY_FILE``
+(else ``LEDGER_CONFIG_FILE``), else the nearest ``ledger.toml`` (table ``[gateway]``)
 or ``pyproject.toml`` with ``[tool.ledger.gateway]`` from the working directory up.
 
 ::
@@ -41,15 +42,16 @@ says so explicitly (a local, single-user setup).
 
 from __future__ import annotations
 
-import os
 import re
-import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
-from typing import Any, Final, Literal, NoReturn
+from typing import Any, Final, Literal
 
+from ledger import config as cfg
 from ledger.errors import ConfigurationError
+from ledger.errors import GatewayConfigurationError as GatewayConfigurationError
 from ledger.gateway.intake import BODY_BUDGET_BYTES, MAX_BODY_BYTES
 from ledger.providers import PROVIDERS
 from ledger.resilience.config import parse_rate
@@ -57,46 +59,13 @@ from ledger.resilience.identity import ClientIdentity
 from ledger.session_key import DEFAULT_PREFIX
 
 ENV_GATEWAY_FILE: Final = "LEDGER_GATEWAY_FILE"
-LEDGER_TOML: Final = "ledger.toml"
-PYPROJECT: Final = "pyproject.toml"
+LEDGER_TOML: Final = cfg.LEDGER_TOML
+PYPROJECT: Final = cfg.PYPROJECT
 
 #: The two wire formats the gateway speaks: OpenAI chat completions, Anthropic messages.
 Wire = Literal["chat", "messages"]
 
-_SETTINGS: Final = (
-    "auth",
-    "passthrough",
-    "session_prefix",
-    "rate_limit",
-    "trusted_proxies",
-    "response_cache",
-    "cache_ttl_s",
-    "budgets",
-    "redis_url",
-    "otlp",
-    "default_retry_after_s",
-    "timeout_s",
-    "max_body_bytes",
-    "body_budget_bytes",
-    "header_timeout_s",
-    "body_idle_timeout_s",
-    "max_connections",
-    "models",
-    "providers",
-    "keys",
-)
 _SHA256: Final = re.compile(r"^[0-9a-f]{64}$")
-
-
-class GatewayConfigurationError(ConfigurationError):
-    """The gateway configuration cannot be used: ``path`` is the file, ``key`` the dotted
-    key at fault, ``expected`` what it should hold."""
-
-    def __init__(self, message: str, *, path: str, key: str, expected: str) -> None:
-        super().__init__(message)
-        self.path = path
-        self.key = key
-        self.expected = expected
 
 
 def wire_of(provider: str) -> Wire | None:
@@ -128,8 +97,14 @@ class Target:
 class ProviderSettings:
     """Where a provider is reached and which environment variable holds its key."""
 
-    base_url: str | None = None
-    api_key_env: str | None = None
+    base_url: str | None = cfg.setting(
+        default=None, doc="where the provider is reached", example='"https://api.openai.com/v1"'
+    )
+    api_key_env: str | None = cfg.setting(
+        default=None,
+        doc="the environment variable holding its API key",
+        example='"OPENAI_API_KEY"',
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,43 +112,112 @@ class GatewayKey:
     """A gateway key as stored: its name, the SHA-256 hex of the secret, its row tags."""
 
     name: str
-    sha256: str
-    tags: Mapping[str, str] = field(default_factory=dict)
+    sha256: str = cfg.setting(
+        doc="the SHA-256 hex of the key (`ledger gateway hash-key`); never the key itself",
+        example='"9b74c9897bac770ffc029102a200c5de9b74c9897bac770ffc029102a200c5de"',
+    )
+    tags: Mapping[str, str] = cfg.setting(
+        default_factory=dict, doc="tags on every row this key makes", example='{ team = "search" }'
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GatewayConfig:
     """Everything the gateway is told; see the module docstring."""
 
-    models: Mapping[str, tuple[Target, ...]] = field(default_factory=dict)
-    passthrough: tuple[str, ...] = ()
-    providers: Mapping[str, ProviderSettings] = field(default_factory=dict)
-    keys: tuple[GatewayKey, ...] = ()
-    auth: Literal["keys", "none"] = "keys"
-    session_prefix: str = DEFAULT_PREFIX
-    rate_limit: tuple[int, float] | None = None
-    trusted_proxies: str = ""
-    response_cache: bool = False
-    cache_ttl_s: float = 300.0
-    budgets: bool = False
-    redis_url: str | None = None
+    models: Mapping[str, tuple[Target, ...]] = cfg.setting(
+        default_factory=dict,
+        doc='a public model name -> its routes "provider:model", tried in order (ADR-0014)',
+        example='{ "gpt-4o-mini" = ["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5-20251001"] }',
+    )
+    passthrough: tuple[str, ...] = cfg.setting(
+        default=(),
+        doc='providers whose "<provider>/<model>" names pass through as <model>',
+        example='["openrouter"]',
+    )
+    providers: Mapping[str, ProviderSettings] = cfg.setting(
+        default_factory=dict,
+        doc="per provider: where it is reached and which variable holds its key",
+        example='{ openai = { base_url = "https://api.openai.com/v1" } }',
+    )
+    keys: tuple[GatewayKey, ...] = cfg.setting(
+        default=(),
+        doc='one table per gateway key (required unless auth = "none")',
+        example='{ search = { sha256 = "' + "c0ffee" * 10 + 'c0de" } }',
+    )
+    auth: Literal["keys", "none"] = cfg.setting(
+        default="keys",
+        doc='"none": no gateway key asked (a gateway only the machine itself reaches)',
+        example='"none"',
+    )
+    session_prefix: str = cfg.setting(
+        default=DEFAULT_PREFIX,
+        doc="the sticky key sent is <prefix>:<session>:<actor> (ADR 0221)",
+        example='"myapp"',
+    )
+    rate_limit: tuple[int, float] | None = cfg.setting(
+        default=None,
+        doc="requests per window per gateway key (per client IP without keys); off if absent",
+        example='"600/1m"',
+    )
+    trusted_proxies: str = cfg.setting(
+        default="",
+        doc="X-Forwarded-For is believed from these (a hop count or CIDRs) for the IP key",
+        example='"10.0.0.0/8"',
+    )
+    response_cache: bool = cfg.setting(
+        default=False, doc="the ADR-0016 response cache (never for paused turns)", example="true"
+    )
+    cache_ttl_s: float = cfg.setting(
+        default=300.0, doc="how long a cached response is served (seconds)", example="120"
+    )
+    budgets: bool = cfg.setting(
+        default=False, doc="refuse calls that could cross the [budgets] section", example="true"
+    )
+    redis_url: str | None = cfg.setting(
+        default=None,
+        doc="share the limiter, cache and day budgets between workers",
+        example='"redis://127.0.0.1:6379/0"',
+    )
     #: Serve the OTLP/HTTP trace receiver (:mod:`ledger.otel.receiver`) on ``/v1/traces``.
-    otlp: bool = False
+    otlp: bool = cfg.setting(
+        default=False, doc="also take OTLP/HTTP traces on POST /v1/traces", example="true"
+    )
     #: ``Retry-After`` when every route failed and none said when to come back: short, so
     #: an SDK's default retries (2) end within seconds, as against the provider itself.
-    default_retry_after_s: float = 1.0
-    timeout_s: float = 600.0
+    default_retry_after_s: float = cfg.setting(
+        default=1.0,
+        doc="Retry-After when every route failed and none named one (seconds)",
+        example="2",
+    )
+    timeout_s: float = cfg.setting(
+        default=600.0, doc="an upstream attempt's time limit (seconds)", example="120"
+    )
     #: A request body larger than this is refused (413) before it is read.
-    max_body_bytes: int = MAX_BODY_BYTES
+    max_body_bytes: int = cfg.setting(
+        default=MAX_BODY_BYTES,
+        doc="a larger request body: 413 before it is read",
+        example="16777216",
+    )
     #: The bytes of request bodies in flight at once (:mod:`ledger.gateway.intake`).
-    body_budget_bytes: int = BODY_BUDGET_BYTES
+    body_budget_bytes: int = cfg.setting(
+        default=BODY_BUDGET_BYTES,
+        doc="request bodies in flight at once; beyond: 503 + Retry-After",
+        example="67108864",
+    )
     #: Seconds a connection has to send a whole request head, from its first byte (or
     #: from the connection's start); then it is closed.
-    header_timeout_s: float = 10.0
+    header_timeout_s: float = cfg.setting(
+        default=10.0, doc="a connection's request head must be in by then (seconds)", example="5"
+    )
     #: Seconds a request body may go without a byte before it is answered 408.
-    body_idle_timeout_s: float = 30.0
+    body_idle_timeout_s: float = cfg.setting(
+        default=30.0, doc="a body silent this long: 408 (seconds)", example="15"
+    )
     #: Connections (or requests) at once before uvicorn answers 503 (None: no limit).
-    max_connections: int | None = None
+    max_connections: int | None = cfg.setting(
+        default=None, doc="connections at once; beyond: 503 (default: no limit)", example="4096"
+    )
     source: Path | None = None
 
     def chain(self, public: str) -> tuple[Target, ...] | None:
@@ -187,267 +231,196 @@ class GatewayConfig:
         return None
 
 
+SECTION: Final = cfg.Section(
+    "gateway",
+    GatewayConfig,
+    GatewayConfigurationError,
+    env_file=ENV_GATEWAY_FILE,
+    summary="`ledger gateway`: the OpenAI/Anthropic-compatible front door.",
+    tables=(("providers", "<provider>", ProviderSettings), ("keys", "<key>", GatewayKey)),
+)
+_SETTINGS: Final = cfg.keys_of(GatewayConfig)
+
+
 # -- reading ------------------------------------------------------------------------------
-
-
-def _prefix(path: Path | None) -> str:
-    return "gateway" if path is not None and path.name == LEDGER_TOML else "tool.ledger.gateway"
-
-
-def _fail(
-    path: Path | None, key: str, expected: str, got: Any, *, said: str | None = None
-) -> NoReturn:
-    where = str(path) if path is not None else "<gateway>"
-    raise GatewayConfigurationError(
-        f"{where}: {key}: expected {expected}, got {said or repr(got)}",
-        path=where,
-        key=key,
-        expected=expected,
-    )
-
-
-def _table(path: Path, document: Mapping[str, Any]) -> Any:
-    if path.name == LEDGER_TOML:
-        return document.get("gateway")
-    return document.get("tool", {}).get("ledger", {}).get("gateway")
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text("utf-8")
-    except OSError as exc:
-        _fail(path, "(file)", "a readable TOML file", None, said=str(exc.strerror))
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        _fail(path, "(file)", "valid TOML", None, said=f"a syntax error ({exc})")
 
 
 def find_config(start: Path | None = None) -> Path | None:
     """The gateway configuration file that applies from ``start`` (default: the cwd)."""
-    if env := os.environ.get(ENV_GATEWAY_FILE):
-        return Path(env)
-    here = (start or Path.cwd()).resolve()
-    for directory in (here, *here.parents):
-        for name in (LEDGER_TOML, PYPROJECT):
-            candidate = directory / name
-            if candidate.is_file():
-                try:
-                    document = tomllib.loads(candidate.read_text("utf-8"))
-                except (OSError, tomllib.TOMLDecodeError):
-                    return candidate  # load_config says what is wrong with it
-                if _table(candidate, document) is not None:
-                    return candidate
-    return None
+    return cfg.find_file(SECTION, start)
 
 
 def load_config(path: Path | None = None, *, start: Path | None = None) -> GatewayConfig:
     """Read and check the gateway table of ``path`` (else of :func:`find_config`)."""
-    chosen = path if path is not None else find_config(start)
-    if chosen is None:
-        _fail(
-            None,
-            "tool.ledger.gateway",
-            f"a [tool.ledger.gateway] table in {PYPROJECT} or [gateway] in {LEDGER_TOML} "
-            f"(or a file named by {ENV_GATEWAY_FILE})",
-            None,
-            said="no gateway configuration",
-        )
-    table = _table(chosen, _read(chosen))
-    if table is None:
-        _fail(chosen, _prefix(chosen), "a table", None, said="no such table")
-    return parse_config(table, chosen)
+    table, where = cfg.require_table(SECTION, path, start=start)
+    return parse_config(table, where.path, table_key=where.prefix)
 
 
-def parse_config(table: Any, path: Path | None = None) -> GatewayConfig:
-    """Check one gateway table (as parsed from TOML) and build the configuration."""
-    p = _prefix(path)
+def parse_config(
+    table: Any, path: Path | None = None, *, table_key: str | None = None
+) -> GatewayConfig:
+    """Check one gateway table (as parsed from TOML) and build the configuration.
+
+    ``table_key`` names the table in messages (default: by the file's name)."""
+    w = SECTION.where(path, table_key)
     if not isinstance(table, Mapping):
-        _fail(path, p, "a table", table)
-    for name in table:
-        if name not in _SETTINGS:
-            _fail(path, f"{p}.{name}", f"one of {', '.join(_SETTINGS)}", None, said="unknown key")
-    passthrough = _providers_list(path, f"{p}.passthrough", table.get("passthrough", []))
-    models = _models(path, f"{p}.models", table.get("models", {}))
-    keys = _keys(path, f"{p}.keys", table.get("keys", {}))
+        w.fail(w.prefix, "a table", table)
+    cfg.only_known(w, w.prefix, table, _SETTINGS)
+    keys = _keys(w, w.key("keys"), table.get("keys", {}))
     auth = table.get("auth", "keys")
     if auth not in ("keys", "none"):
-        _fail(path, f"{p}.auth", '"keys" or "none"', auth)
+        w.fail(w.key("auth"), '"keys" or "none"', auth)
     if auth == "keys" and not keys:
-        _fail(path, f"{p}.keys", 'at least one gateway key (or auth = "none")', None, said="none")
-    rate = table.get("rate_limit")
-    if rate is not None:
-        try:
-            rate = parse_rate(_text(path, f"{p}.rate_limit", rate))
-        except ConfigurationError:
-            _fail(path, f"{p}.rate_limit", "N/W[s|m|h], e.g. 600/1m", rate)
-    proxies = _text(path, f"{p}.trusted_proxies", table.get("trusted_proxies", ""), empty=True)
-    try:
-        ClientIdentity.from_spec(proxies)
-    except ConfigurationError:
-        _fail(path, f"{p}.trusted_proxies", "a hop count or comma-separated networks", proxies)
-    max_body = _count(path, f"{p}.max_body_bytes", table.get("max_body_bytes", MAX_BODY_BYTES))
-    budget = _count(
-        path, f"{p}.body_budget_bytes", table.get("body_budget_bytes", BODY_BUDGET_BYTES)
+        w.fail(w.key("keys"), 'at least one gateway key (or auth = "none")', None, said="none")
+    max_body = cfg.count(w, w.key("max_body_bytes"), table.get("max_body_bytes", MAX_BODY_BYTES))
+    budget = cfg.count(
+        w, w.key("body_budget_bytes"), table.get("body_budget_bytes", BODY_BUDGET_BYTES)
     )
     if budget < max_body:
         # else a body under the cap could never be admitted, even alone
-        _fail(path, f"{p}.body_budget_bytes", f"at least max_body_bytes ({max_body})", budget)
+        w.fail(w.key("body_budget_bytes"), f"at least max_body_bytes ({max_body})", budget)
     connections = table.get("max_connections")
-    if connections is not None:
-        connections = _count(path, f"{p}.max_connections", connections)
     return GatewayConfig(
-        models=models,
-        passthrough=passthrough,
-        providers=_provider_settings(path, f"{p}.providers", table.get("providers", {})),
+        models=_models(w, w.key("models"), table.get("models", {})),
+        passthrough=_providers_list(w, w.key("passthrough"), table.get("passthrough", [])),
+        providers=_provider_settings(w, w.key("providers"), table.get("providers", {})),
         keys=keys,
         auth="none" if auth == "none" else "keys",
-        session_prefix=_text(
-            path, f"{p}.session_prefix", table.get("session_prefix", DEFAULT_PREFIX)
+        session_prefix=cfg.text(
+            w, w.key("session_prefix"), table.get("session_prefix", DEFAULT_PREFIX)
         ),
-        rate_limit=rate,
-        trusted_proxies=proxies,
-        response_cache=_flag(path, f"{p}.response_cache", table.get("response_cache", False)),
-        cache_ttl_s=_positive(path, f"{p}.cache_ttl_s", table.get("cache_ttl_s", 300)),
-        budgets=_flag(path, f"{p}.budgets", table.get("budgets", False)),
-        otlp=_flag(path, f"{p}.otlp", table.get("otlp", False)),
-        redis_url=_optional_text(path, f"{p}.redis_url", table.get("redis_url")),
-        default_retry_after_s=_positive(
-            path, f"{p}.default_retry_after_s", table.get("default_retry_after_s", 1)
+        rate_limit=_rate(w, table.get("rate_limit")),
+        trusted_proxies=_proxies(w, table.get("trusted_proxies", "")),
+        response_cache=cfg.flag(w, w.key("response_cache"), table.get("response_cache", False)),
+        cache_ttl_s=cfg.seconds(w, w.key("cache_ttl_s"), table.get("cache_ttl_s", 300)),
+        budgets=cfg.flag(w, w.key("budgets"), table.get("budgets", False)),
+        otlp=cfg.flag(w, w.key("otlp"), table.get("otlp", False)),
+        redis_url=cfg.optional_text(w, w.key("redis_url"), table.get("redis_url")),
+        default_retry_after_s=cfg.seconds(
+            w, w.key("default_retry_after_s"), table.get("default_retry_after_s", 1)
         ),
-        timeout_s=_positive(path, f"{p}.timeout_s", table.get("timeout_s", 600)),
+        timeout_s=cfg.seconds(w, w.key("timeout_s"), table.get("timeout_s", 600)),
         max_body_bytes=max_body,
         body_budget_bytes=budget,
-        header_timeout_s=_positive(
-            path, f"{p}.header_timeout_s", table.get("header_timeout_s", 10)
+        header_timeout_s=cfg.seconds(
+            w, w.key("header_timeout_s"), table.get("header_timeout_s", 10)
         ),
-        body_idle_timeout_s=_positive(
-            path, f"{p}.body_idle_timeout_s", table.get("body_idle_timeout_s", 30)
+        body_idle_timeout_s=cfg.seconds(
+            w, w.key("body_idle_timeout_s"), table.get("body_idle_timeout_s", 30)
         ),
-        max_connections=connections,
+        max_connections=None
+        if connections is None
+        else cfg.count(w, w.key("max_connections"), connections),
         source=path,
     )
 
 
-def _text(path: Path | None, key: str, value: Any, *, empty: bool = False) -> str:
-    if not isinstance(value, str) or (not value and not empty):
-        _fail(path, key, "a string" if empty else "a non-empty string", value)
-    return value
+def _rate(w: cfg.Where, value: Any) -> tuple[int, float] | None:
+    if value is None:
+        return None
+    try:
+        return parse_rate(cfg.text(w, w.key("rate_limit"), value))
+    except GatewayConfigurationError:
+        raise
+    except ConfigurationError:
+        w.fail(w.key("rate_limit"), "N/W[s|m|h], e.g. 600/1m", value)
 
 
-def _optional_text(path: Path | None, key: str, value: Any) -> str | None:
-    return None if value is None else _text(path, key, value)
+def _proxies(w: cfg.Where, value: Any) -> str:
+    proxies = cfg.text(w, w.key("trusted_proxies"), value, empty=True)
+    try:
+        ClientIdentity.from_spec(proxies)
+    except ConfigurationError:
+        w.fail(w.key("trusted_proxies"), "a hop count or comma-separated networks", proxies)
+    return proxies
 
 
-def _flag(path: Path | None, key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        _fail(path, key, "true or false", value)
-    return value
-
-
-def _positive(path: Path | None, key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        _fail(path, key, "a positive number of seconds", value)
-    return float(value)
-
-
-def _count(path: Path | None, key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        _fail(path, key, "a positive whole number", value)
-    return value
-
-
-def _routable(path: Path | None, key: str, name: Any) -> str:
+def _routable(w: cfg.Where, key: str, name: Any) -> str:
     if not isinstance(name, str) or name not in PROVIDERS:
-        _fail(path, key, f"a provider name ({', '.join(PROVIDERS)})", name)
+        w.fail(key, f"a provider name ({', '.join(PROVIDERS)})", name)
     if wire_of(name) is None:
-        _fail(path, key, "a provider speaking chat completions or Anthropic messages", name)
+        w.fail(key, "a provider speaking chat completions or Anthropic messages", name)
     return name
 
 
-def _providers_list(path: Path | None, key: str, value: Any) -> tuple[str, ...]:
+def _providers_list(w: cfg.Where, key: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
-        _fail(path, key, "a list of provider names", value)
-    return tuple(_routable(path, f"{key}[{i}]", v) for i, v in enumerate(value))
+        w.fail(key, "a list of provider names", value)
+    return tuple(_routable(w, f"{key}[{i}]", v) for i, v in enumerate(value))
 
 
-def _target(path: Path | None, key: str, value: Any) -> Target:
+def _target(w: cfg.Where, key: str, value: Any) -> Target:
     if not isinstance(value, str) or ":" not in value:
-        _fail(path, key, '"provider:model", e.g. "openai:gpt-4o-mini"', value)
+        w.fail(key, '"provider:model", e.g. "openai:gpt-4o-mini"', value)
     provider, _, model = value.partition(":")
     if not model:
-        _fail(path, key, '"provider:model" with a model', value)
-    return Target(_routable(path, key, provider), model)
+        w.fail(key, '"provider:model" with a model', value)
+    return Target(_routable(w, key, provider), model)
 
 
-def _models(path: Path | None, key: str, value: Any) -> dict[str, tuple[Target, ...]]:
+def _models(w: cfg.Where, key: str, value: Any) -> dict[str, tuple[Target, ...]]:
     if not isinstance(value, Mapping):
-        _fail(path, key, "a table of public model name = [routes]", value)
+        w.fail(key, "a table of public model name = [routes]", value)
     models: dict[str, tuple[Target, ...]] = {}
     for name, routes in value.items():
         where = f'{key}."{name}"'
         if isinstance(routes, str):
             routes = [routes]
         if not isinstance(routes, list) or not routes:
-            _fail(path, where, 'a non-empty list of "provider:model" routes', routes)
-        models[name] = tuple(_target(path, f"{where}[{i}]", r) for i, r in enumerate(routes))
+            w.fail(where, 'a non-empty list of "provider:model" routes', routes)
+        models[name] = tuple(_target(w, f"{where}[{i}]", r) for i, r in enumerate(routes))
     return models
 
 
-def _provider_settings(path: Path | None, key: str, value: Any) -> dict[str, ProviderSettings]:
+def _provider_settings(w: cfg.Where, key: str, value: Any) -> dict[str, ProviderSettings]:
     if not isinstance(value, Mapping):
-        _fail(path, key, "a table of provider tables", value)
+        w.fail(key, "a table of provider tables", value)
     found: dict[str, ProviderSettings] = {}
+    allowed = cfg.keys_of(ProviderSettings)
     for name, settings in value.items():
         where = f"{key}.{name}"
-        _routable(path, where, name)
+        _routable(w, where, name)
         if not isinstance(settings, Mapping):
-            _fail(path, where, "a table (base_url, api_key_env)", settings)
+            w.fail(where, "a table (base_url, api_key_env)", settings)
         for field_name in settings:
-            if field_name not in ("base_url", "api_key_env"):
-                _fail(
-                    path,
-                    f"{where}.{field_name}",
-                    "base_url or api_key_env",
-                    None,
-                    said="unknown key",
-                )
+            if field_name not in allowed:
+                w.fail(f"{where}.{field_name}", " or ".join(allowed), None, said="unknown key")
         found[name] = ProviderSettings(
-            base_url=_optional_text(path, f"{where}.base_url", settings.get("base_url")),
-            api_key_env=_optional_text(path, f"{where}.api_key_env", settings.get("api_key_env")),
+            base_url=cfg.optional_text(w, f"{where}.base_url", settings.get("base_url")),
+            api_key_env=cfg.optional_text(w, f"{where}.api_key_env", settings.get("api_key_env")),
         )
     return found
 
 
-def _keys(path: Path | None, key: str, value: Any) -> tuple[GatewayKey, ...]:
+def _keys(w: cfg.Where, key: str, value: Any) -> tuple[GatewayKey, ...]:
     if not isinstance(value, Mapping):
-        _fail(path, key, "a table of gateway key tables", value)
+        w.fail(key, "a table of gateway key tables", value)
     keys: list[GatewayKey] = []
     seen: set[str] = set()
+    allowed = cfg.keys_of(GatewayKey)
     for name, entry in value.items():
         where = f"{key}.{name}"
         if not isinstance(entry, Mapping):
-            _fail(path, where, "a table (sha256, tags)", entry)
+            w.fail(where, "a table (sha256, tags)", entry)
         for field_name in entry:
-            if field_name not in ("sha256", "tags"):
-                _fail(path, f"{where}.{field_name}", "sha256 or tags", None, said="unknown key")
+            if field_name not in allowed:
+                w.fail(f"{where}.{field_name}", " or ".join(allowed), None, said="unknown key")
         digest = entry.get("sha256")
         if not isinstance(digest, str) or not _SHA256.match(digest.lower()):
             # Never echo the value: someone may have pasted the key itself here.
-            _fail(
-                path,
+            w.fail(
                 f"{where}.sha256",
                 "64 hex digits (ledger gateway hash-key)",
                 None,
                 said="something else (value not shown)",
             )
         if digest.lower() in seen:
-            _fail(path, f"{where}.sha256", "a digest no other key has", None, said="a duplicate")
+            w.fail(f"{where}.sha256", "a digest no other key has", None, said="a duplicate")
         seen.add(digest.lower())
         tags = entry.get("tags", {})
         if not isinstance(tags, Mapping) or not all(
-            isinstance(v, str | int | float | bool) for v in tags.values()
+            isinstance(v, str | int | float | Decimal | bool) for v in tags.values()
         ):
-            _fail(path, f"{where}.tags", "a table of tag = string", tags)
+            w.fail(f"{where}.tags", "a table of tag = string", tags)
         keys.append(GatewayKey(name, digest.lower(), {k: str(v) for k, v in tags.items()}))
     return tuple(keys)

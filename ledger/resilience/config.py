@@ -1,5 +1,8 @@
 """Settings and assembly: in process by default, Redis when ``LEDGER_REDIS_URL`` is set.
 
+Each setting may also be written in the ``[resilience]`` section (``[tool.ledger.resilience]``
+in pyproject.toml), read by :mod:`ledger.config`; the variable, when set, wins over the file.
+
 ================================  ============  ================================================
 environment variable              default       meaning
 ================================  ============  ================================================
@@ -24,13 +27,14 @@ environment variable              default       meaning
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from ledger.errors import ConfigurationError
+from ledger import config as cfg
+from ledger.errors import ConfigurationError, SettingError
 from ledger.resilience.cache import Codec, ResponseCache
 from ledger.resilience.identity import ClientIdentity
 from ledger.resilience.limiter import RateLimiter, SlidingWindowLimiter
@@ -56,64 +60,141 @@ def parse_rate(spec: str) -> tuple[int, float]:
     return int(match[1]), float(match[2]) * _UNIT_S[match[3]]
 
 
-def _number(environ: Mapping[str, str], name: str, default: float) -> float:
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return default
+def _rate(where: cfg.Where, key: str, value: Any) -> tuple[int, float]:
+    spec = cfg.text(where, key, value)
     try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name}={raw!r}: expected a number") from None
-    if value <= 0:
-        raise ConfigurationError(f"{name}={raw!r}: expected a positive number")
-    return value
+        return parse_rate(spec)
+    except ConfigurationError:
+        where.fail(key, "N/W[s|m|h], e.g. 60/1m", spec)
 
 
-def _whole(environ: Mapping[str, str], name: str, default: int) -> int:
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return default
-    if not raw.isdigit() or int(raw) < 1:
-        raise ConfigurationError(f"{name}={raw!r}: expected a whole number >= 1")
-    return int(raw)
+def _proxies(where: cfg.Where, key: str, value: Any) -> str:
+    spec = cfg.text(where, key, value, empty=True)
+    try:
+        ClientIdentity.from_spec(spec)  # fail early if malformed
+    except ConfigurationError as exc:
+        where.fail(key, "a hop count or comma-separated networks", spec, said=f"{spec!r} ({exc})")
+    return spec
+
+
+def _size(where: cfg.Where, key: str, value: Any) -> int:
+    return int(cfg.positive(where, key, value))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ResilienceSettings:
     """Everything the resilience layer can be told; see the module docstring."""
 
-    rate_limit: int = 60
+    rate_limit: int = cfg.setting(
+        default=60,
+        doc="requests per window per client: N/Ws, N/Wm, N/Wh or N/W seconds",
+        env="LEDGER_RATE_LIMIT",
+        example='"30/1m"',
+        default_text="`60/60s`",
+    )
     window_s: float = 60.0
     max_keys: int = 100_000
-    trusted_proxies: str = ""
-    redis_url: str | None = None
-    redis_prefix: str = "ledger:"
-    redis_timeout_s: float = 0.25
-    redis_max_connections: int = 100
-    redis_wait_s: float = 2.0
+    trusted_proxies: str = cfg.setting(
+        default="",
+        doc="2 (hop count) or 10.0.0.0/8,…: whose X-Forwarded-For is believed",
+        env="LEDGER_TRUSTED_PROXIES",
+        example='"10.0.0.0/8"',
+    )
+    redis_url: str | None = cfg.setting(
+        default=None,
+        doc="share the limiter and cache through Redis",
+        env="LEDGER_REDIS_URL",
+        example='"redis://127.0.0.1:6379/0"',
+    )
+    redis_prefix: str = cfg.setting(
+        default="ledger:",
+        doc="key prefix in Redis",
+        env="LEDGER_REDIS_PREFIX",
+        example='"myapp:"',
+    )
+    redis_timeout_s: float = cfg.setting(
+        default=0.25,
+        doc="bound on connecting and on each answer, seconds (past it, Redis is unreachable)",
+        env="LEDGER_REDIS_TIMEOUT_S",
+        example="0.5",
+    )
+    redis_max_connections: int = cfg.setting(
+        default=100,
+        doc="connections per Redis client (per event loop); requests beyond wait for one",
+        env="LEDGER_REDIS_MAX_CONNECTIONS",
+        example="250",
+    )
+    redis_wait_s: float = cfg.setting(
+        default=2.0,
+        doc="a request's deadline for a free connection, seconds (then refused, Retry-After)",
+        env="LEDGER_REDIS_WAIT_S",
+        example="3",
+    )
     redis_retry_interval_s: float = 5.0
-    cache_ttl_s: float = 300.0
-    cache_max_entries: int = 1024
-    cache_max_bytes: int = 32 * 2**20
+    cache_ttl_s: float = cfg.setting(
+        default=300.0,
+        doc="response cache TTL, seconds",
+        env="LEDGER_CACHE_TTL_S",
+        example="120",
+    )
+    cache_max_entries: int = cfg.setting(
+        default=1024,
+        doc="local cache bound, entries",
+        env="LEDGER_CACHE_MAX_ENTRIES",
+        example="4096",
+    )
+    cache_max_bytes: int = cfg.setting(
+        default=32 * 2**20,
+        doc="local cache bound, bytes (32 MiB)",
+        env="LEDGER_CACHE_MAX_BYTES",
+        example="67108864",
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ResilienceSettings:
-        env = os.environ if environ is None else environ
-        limit, window_s = parse_rate(env.get("LEDGER_RATE_LIMIT") or "60/60s")
-        ClientIdentity.from_spec(env.get("LEDGER_TRUSTED_PROXIES"))  # fail early if malformed
-        return cls(
-            rate_limit=limit,
-            window_s=window_s,
-            trusted_proxies=env.get("LEDGER_TRUSTED_PROXIES", ""),
-            redis_url=env.get("LEDGER_REDIS_URL") or None,
-            redis_prefix=env.get("LEDGER_REDIS_PREFIX") or "ledger:",
-            redis_timeout_s=_number(env, "LEDGER_REDIS_TIMEOUT_S", 0.25),
-            redis_max_connections=_whole(env, "LEDGER_REDIS_MAX_CONNECTIONS", 100),
-            redis_wait_s=_number(env, "LEDGER_REDIS_WAIT_S", 2.0),
-            cache_ttl_s=_number(env, "LEDGER_CACHE_TTL_S", 300.0),
-            cache_max_entries=int(_number(env, "LEDGER_CACHE_MAX_ENTRIES", 1024)),
-            cache_max_bytes=int(_number(env, "LEDGER_CACHE_MAX_BYTES", 32 * 2**20)),
-        )
+        """The defaults with the environment's variables over them (no file is read)."""
+        return cls._read(None, environ)
+
+    @classmethod
+    def load(
+        cls,
+        path: Path | None = None,
+        *,
+        start: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> ResilienceSettings:
+        """The ``[resilience]`` section of ``path`` (else the one found from ``start``),
+        the environment's variables over it."""
+        return cls._read(cfg.read_table(SECTION, path, start=start), environ)
+
+    @classmethod
+    def _read(
+        cls, found: tuple[Any, cfg.Where] | None, environ: Mapping[str, str] | None
+    ) -> ResilienceSettings:
+        values = cfg.read_settings(SECTION, found, _READERS, environ)
+        if "rate_limit" in values:
+            values["rate_limit"], values["window_s"] = values["rate_limit"]
+        return cls(**values)
+
+
+SECTION: Final = cfg.Section(
+    "resilience",
+    ResilienceSettings,
+    SettingError,
+    summary="`ledger.resilience`: the rate limiter, the response cache and their Redis.",
+)
+_READERS: Final[dict[str, cfg.Reader]] = {
+    "rate_limit": _rate,
+    "trusted_proxies": _proxies,
+    "redis_url": cfg.text,
+    "redis_prefix": cfg.text,
+    "redis_timeout_s": cfg.seconds,
+    "redis_max_connections": cfg.count,
+    "redis_wait_s": cfg.seconds,
+    "cache_ttl_s": cfg.seconds,
+    "cache_max_entries": _size,
+    "cache_max_bytes": _size,
+}
 
 
 class Resilience:
@@ -125,7 +206,7 @@ class Resilience:
     """
 
     def __init__(self, settings: ResilienceSettings | None = None) -> None:
-        self.settings = s = settings or ResilienceSettings.from_env()
+        self.settings = s = settings or ResilienceSettings.load()
         self.identity = ClientIdentity.from_spec(s.trusted_proxies)
         local = SlidingWindowLimiter(s.rate_limit, s.window_s, max_keys=s.max_keys)
         self.connections: RedisConnections | None = None
