@@ -22,7 +22,9 @@ import streamlit as st
 
 from ledger.analytics import Analytics, Filters, LedgerOptions
 from ledger.analytics.views import VIEW_NAMES
-from ledger.store.engine import database_url, display_url
+from ledger.analytics.experiment import Effect
+from ledger.policies import Policy, active_policies
+from ledger.store.engine import database_url, display_url, make_engine
 
 #: Seconds between two looks for new ledger rows.
 REFRESH_S: Final = 30
@@ -113,6 +115,24 @@ def _cached(
     url: str, version: tuple[int, int], name: str, filters: Filters, args: tuple[Any, ...]
 ) -> Any:
     return LOADERS[name](analytics_for(url), filters, *args)
+
+
+@st.cache_data(ttl=REFRESH_S, show_spinner=False)
+def _experiments(url: str, version: tuple[int, int]) -> list[tuple[Policy, Effect]]:
+    engine = make_engine(url)
+    try:
+        running = active_policies(engine)
+    finally:
+        engine.dispose()
+    analytics = analytics_for(url)
+    return [(p, analytics.experiment(p.id)) for p in running]
+
+
+def experiments() -> list[tuple[Policy, Effect]]:
+    """Each active routing policy and its effect so far (policies are read every
+    ``REFRESH_S``: one applied or stopped elsewhere shows within that)."""
+    url = ledger_url()
+    return _experiments(url, data_version(url))
 
 
 def has_view(name: str) -> bool:

@@ -15,7 +15,7 @@ import altair as alt
 import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
-from dashboards import charts, data, filters, fmt, notices, summary, verdicts
+from dashboards import charts, data, experiments, filters, fmt, notices, summary, verdicts
 from dashboards.summary import bucket_for, ratio
 from ledger.analytics import Filters, Saving
 
@@ -225,6 +225,7 @@ def main() -> None:
         notices.show_no_match()
         return
     verdicts.strip(data.load("provider_order_verdict", chosen))
+    experiments.strip(data.experiments())
     the_question(chosen)
     st.subheader("Calls, spend and savings")
     headline(chosen, totals)

@@ -242,15 +242,11 @@ def settle(page: Any, title: str) -> None:
         timeout=RENDER_TIMEOUT_MS,
     )
     # Streamlit draws a run's elements as they arrive and shows its status widget only
-    # after a delay: wait until the main area's text holds still for half a second
-    page.wait_for_function(
-        """() => {
-            const text = document.querySelector('[data-testid="stMain"]')?.innerText ?? '';
-            const now = performance.now();
-            if (window.__settled?.text !== text) window.__settled = {text, since: now};
-            return now - window.__settled.since > 500;
-        }""",
-        polling=100,
+    # after a delay: the app's own script-run state (what Streamlit's e2e tests wait
+    # for) says when the run is over
+    page.wait_for_selector(
+        '[data-testid="stApp"][data-test-script-state="notRunning"]',
+        state="attached",
         timeout=RENDER_TIMEOUT_MS,
     )
     charts = page.locator('[data-testid="stVegaLiteChart"]')
