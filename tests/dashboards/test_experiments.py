@@ -36,7 +36,7 @@ def _arms(policy_id: int, cost: dict[str, str]) -> list[Any]:
                     cost_source="provider",
                     policy_id=policy_id,
                     arm=arm,
-                )  # fmt: skip
+                )
             )
     return rows
 
