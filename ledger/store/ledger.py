@@ -124,7 +124,7 @@ class Ledger:
         self._closed = False
         self._settings = WriterSettings(batch_size=batch_size, flush_interval_s=flush_interval_s)
         self._batch_size = batch_size
-        self._writer = self._new_writer()
+        self._writer = Writer(self._engine, self.journal_dir, self._pending, self._settings)
         self._writer.start()
         self._exporters = tuple(exporters) if exporters is not None else exporters_from_env()
         self._exporter_failed = False
@@ -157,22 +157,8 @@ class Ledger:
         self._journal_error = None
         self._segment = journal.open_segment(self.journal_dir, self._segment_bytes)
         self._status = StatusFile.create(self.journal_dir)
-        self._writer.forget()
-        self._writer = self._new_writer()
+        self._writer = Writer(self._engine, self.journal_dir, self._pending, self._settings)
         self._writer.start()
-
-    def _copier_url(self) -> str | None:
-        """The URL a copier process connects with: PostgreSQL, and an engine this ledger
-        built from its URL (a caller's engine may carry settings a URL cannot)."""
-        if self._owns_engine and self.url.get_backend_name() == "postgresql":
-            return self.url.render_as_string(hide_password=False)
-        return None
-
-    def _new_writer(self) -> Writer:
-        url = self._copier_url()
-        if url is not None:
-            self._pending.lines = []  # the copier is handed the lines record() encoded
-        return Writer(self._engine, self.journal_dir, self._pending, self._settings, copier_url=url)
 
     def _new_pending(self, max_rows: int) -> Pending:
         pending = Pending(max_rows)
@@ -217,7 +203,7 @@ class Ledger:
         """Journal ``row`` and queue it for the writer (under the pending lock); the backlog."""
         pending = self._pending
         if self._journal(line):
-            self._queue_journaled(row, line)
+            self._queue_journaled(row)
         elif self.on_journal_full == "refuse":
             raise JournalError(
                 f"event {event_id} not recorded: the journal {self.journal_dir} "
@@ -267,14 +253,11 @@ class Ledger:
                     "ledger: exporter %r failed; rows are unaffected", exporter, exc_info=True
                 )
 
-    def _queue_journaled(self, row: Row, line: bytes) -> None:
-        """Hand a journaled row (and its journal ``line``) to the writer: in memory, or on
-        disk only past ``max_rows``."""
+    def _queue_journaled(self, row: Row) -> None:
+        """Hand a journaled row to the writer: in memory, or on disk only past ``max_rows``."""
         pending = self._pending
         if not pending.spilled and len(pending.rows) < pending.max_rows:
             pending.rows.append(row)
-            if pending.lines is not None:
-                pending.lines.append(line)
         elif not pending.spilled:
             pending.spilled = True
             log.warning(
@@ -338,7 +321,7 @@ class Ledger:
                 if not self._segment.fits(line):
                     self._rotate(len(line))
                 journal.append(self._segment, line)
-                self._queue_journaled(row, line)
+                self._queue_journaled(row)
                 moved += 1
         finally:
             if moved:

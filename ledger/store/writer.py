@@ -35,21 +35,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
 
 from sqlalchemy import Engine
 
 from ledger.errors import DatabaseError, JournalError
 from ledger.store import held, journal
-from ledger.store.copier import Copier, CopierFailed
 from ledger.store.engine import display_url
 from ledger.store.migrate import check_schema
 from ledger.store.sink import Row, Sink, make_sink, rejection_errors
 
 log = logging.getLogger("ledger")
-
-#: Copier processes one writer starts before it gives up on them and writes every batch.
-_COPIER_STARTS: Final = 3
 
 
 @dataclass(slots=True)
@@ -65,8 +60,6 @@ class Taken:
     spilled: bool = False
     #: Events the journal could not take (a full disk): only here, in memory.
     unjournaled: list[Row] = field(default_factory=list)
-    #: ``rows``' journal lines, when the writer may hand batches to a copier.
-    lines: list[bytes] | None = None
 
 
 class Pending:
@@ -79,9 +72,6 @@ class Pending:
         self.lock = threading.Lock()
         self.max_rows = max_rows
         self.rows: list[Row] = []
-        #: Each of ``rows``' journal lines, in step with it, when a copier may write
-        #: them (:mod:`ledger.store.copier`); else None.
-        self.lines: list[bytes] | None = None
         self.seals: list[tuple[int, journal.Segment]] = []
         self.unjournaled: list[Row] = []
         self.count = 0
@@ -117,13 +107,9 @@ class Pending:
                     self.seal_live()  # every spilled event is now in a sealed segment
                 except JournalError:
                     return self._take_memory_only()
-            taken = Taken(
-                self.rows, self.seals, self.count, self.spilled, self.unjournaled, self.lines
-            )
+            taken = Taken(self.rows, self.seals, self.count, self.spilled, self.unjournaled)
             self.rows, self.seals, self.count, self.spilled = [], [], 0, False
             self.unjournaled = []
-            if self.lines is not None:
-                self.lines = []
         return taken
 
     def _take_memory_only(self) -> Taken:
@@ -131,13 +117,10 @@ class Pending:
         # keep the seals and the spill for a later hand-over, which reads every
         # sealed segment back (rows written twice are skipped by the database).
         rows, self.rows = self.rows, []
-        lines = self.lines
-        if lines is not None:
-            self.lines = []
         unjournaled, self.unjournaled = self.unjournaled, []
         count = len(rows) + len(unjournaled)
         self.count -= count
-        return Taken(rows, [], count, unjournaled=unjournaled, lines=lines)
+        return Taken(rows, [], count, unjournaled=unjournaled)
 
 
 @dataclass(slots=True)
@@ -146,9 +129,6 @@ class WriterSettings:
     flush_interval_s: float = 0.2
     backoff_initial_s: float = 0.05
     backoff_max_s: float = 2.0
-    #: Batches this large go to the copier process, when the writer has one: a backlog
-    #: that size means record() is busy, and the GIL with it.
-    copier_min_rows: int = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,11 +165,7 @@ class Writer:
         directory: Path,
         pending: Pending,
         settings: WriterSettings,
-        *,
-        copier_url: str | None = None,
     ) -> None:
-        """``copier_url``: the database's URL (password included), to hand large
-        PostgreSQL batches to a :class:`~ledger.store.copier.Copier` process."""
         self._engine = engine
         self._directory = directory
         self._pending = pending
@@ -210,9 +186,6 @@ class Writer:
         self.inserted = 0
         self.dead_lettered = 0
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
-        self._copier_url = copier_url
-        self._copier: Copier | None = None
-        self._copier_starts = 0
 
     # -- control, from any thread -------------------------------------------------
 
@@ -245,15 +218,6 @@ class Writer:
             self._thread.join(timeout)
         with self.in_driver:
             self._sink.close()
-        if self._copier is not None:
-            self._copier.close(timeout=5.0)
-            self._copier = None
-
-    def forget(self) -> None:
-        """In a forked child: drop our ends of the parent's copier (the parent closes it)."""
-        if self._copier is not None:
-            self._copier.forget()
-            self._copier = None
 
     # -- the thread ------------------------------------------------------------------
 
@@ -289,12 +253,11 @@ class Writer:
             self._advance(len(taken.unjournaled))
         if taken.spilled:
             return self._write_from_disk(taken)
-        rows, seals, lines = taken.rows, taken.seals, taken.lines
+        rows, seals = taken.rows, taken.seals
         size, seal = self._settings.batch_size, 0
         for start in range(0, len(rows) or 1, size):
             chunk = rows[start : start + size]
-            chunk_lines = lines[start : start + size] if lines is not None else None
-            if chunk and not self._commit(chunk, chunk_lines):
+            if chunk and not self._commit(chunk):
                 return False
             done = start + len(chunk)
             while seal < len(seals) and seals[seal][0] <= done:
@@ -315,61 +278,11 @@ class Writer:
         self._advance(taken.count - len(taken.unjournaled))
         return True
 
-    def _commit(self, batch: list[Row], lines: list[bytes] | None = None) -> bool:
-        if not (lines is not None and self._copied(lines)) and not self._write(batch):
+    def _commit(self, batch: list[Row]) -> bool:
+        if not self._write(batch):
             return False
         self._advance(len(batch))
         return True
-
-    def _copied(self, lines: list[bytes]) -> bool:
-        """True once the copier has committed ``lines``' rows; False: write them here.
-
-        Only a batch of ``copier_min_rows`` or more, and only once this writer has
-        written here first (the schema checked): anything the copier cannot do
-        (rows refused, the database down, the copier gone) the writer then does
-        with its own retries and dead letters.
-        """
-        copier = self._ready_copier(len(lines))
-        if copier is None:
-            return False
-        try:
-            inserted = copier.insert(b"".join(lines))
-        except CopierFailed as failed:
-            if failed.kind == "gone":
-                self._drop_copier()
-            return False
-        self.inserted += inserted
-        self._recovered()
-        return True
-
-    def _ready_copier(self, rows: int) -> Copier | None:
-        """The copier if it is up, started (without waiting) if it is wanted."""
-        if self._copier_url is None or rows < self._settings.copier_min_rows:
-            return None
-        if self._copier is not None and not self._copier.alive():
-            self._drop_copier()
-        if self._copier is None:
-            if self._copier_starts >= _COPIER_STARTS:
-                return None
-            self._copier_starts += 1
-            try:
-                self._copier = Copier(self._copier_url)
-            except OSError as exc:
-                log.warning("ledger: cannot start the copier process (%s); writing here", exc)
-                self._copier_starts = _COPIER_STARTS
-            return None
-        return self._copier if self._schema_ok and self._copier.ready() else None
-
-    def _drop_copier(self) -> None:
-        if self._copier is not None:
-            self._copier.close(timeout=1.0)
-            self._copier = None
-            if self._copier_starts >= _COPIER_STARTS:
-                log.warning(
-                    "ledger: the copier process ended %d times; this writer writes every "
-                    "batch itself from now on",
-                    _COPIER_STARTS,
-                )
 
     def _advance(self, handled: int) -> None:
         with self.progress.cond:
