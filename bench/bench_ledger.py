@@ -195,8 +195,10 @@ def bench_exporter(tmp: Path, events: list[UsageEvent], rounds: int) -> None:
     proc, url = _collector(tmp)
     figures: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
     sent = 0
+    loads = []
     try:
         for r in range(rounds):
+            loads.append(os.getloadavg()[0])
             order = ("off", "on") if r % 2 == 0 else ("on", "off")
             for mode in order:
                 exporter = OTelExporter.to_endpoint(url) if mode == "on" else None
@@ -220,7 +222,9 @@ def bench_exporter(tmp: Path, events: list[UsageEvent], rounds: int) -> None:
     on_p99 = statistics.median(p99 for _, p99 in figures["on"])
     print(
         f"\nOpenTelemetry exporter, record() over {len(events):,} events x {rounds} rounds "
-        "(interleaved; medians of the rounds; OTLP/HTTP to `ledger otlp` in another process):"
+        "(interleaved; medians of the rounds; OTLP/HTTP to `ledger otlp` in another process; "
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d} UTC, load {min(loads):.1f}-{max(loads):.1f} at the "
+        "rounds' starts):"
     )
     print(f"  baseline, no exporter   p50 {off_p50:6.1f} us   p99 {off_p99:6.1f} us")
     print(
