@@ -233,7 +233,11 @@ def migrate_in_child(path: Path) -> None:
         "from ledger.store.migrate import upgrade; "
         "engine = make_engine(sys.argv[1]); upgrade(engine); engine.dispose()"
     )
-    subprocess.run([sys.executable, "-c", code, f"sqlite:///{path}"], check=True)
+    # the child imports the ledger this script sits beside, as this process does
+    repo = str(Path(__file__).resolve().parent.parent)
+    path_env = os.pathsep.join(filter(None, (repo, os.environ.get("PYTHONPATH"))))
+    env = {**os.environ, "PYTHONPATH": path_env}
+    subprocess.run([sys.executable, "-c", code, f"sqlite:///{path}"], check=True, env=env)
 
 
 def build_ledger(path: Path, rows: int) -> None:
