@@ -56,6 +56,11 @@ def safe_lines(text: str) -> str:
     return lines(text)
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 row``, ``2 rows``, ``1,234 rows``: a count and its noun, agreeing."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def cell(value: Any, column: str) -> str:
     """A value as the tables show it: money with 2 decimals (4 below $1), rates in %."""
     if value is None or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
