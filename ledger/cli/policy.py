@@ -16,11 +16,10 @@ from typing import Any, Final
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from ledger.analytics.experiment import Effect, Estimate
 from ledger.cli.report import open_analytics, terminal
-from ledger.cli.tables import safe
+from ledger.cli.tables import house_table, safe
 from ledger.errors import PolicyError
 from ledger.policies import DEFAULT_REFRESH_S, all_policies, start_policy, stop_policy
 from ledger.store.engine import make_engine
@@ -123,9 +122,10 @@ def list_policies() -> None:
     if not rows:
         out.print("no routing policies yet (ledger policy propose suggests one)")
         return
-    table = Table(title="routing policies")
+    table = house_table("Routing policies")
     for header in ("id", "model", "provider", "holdout", "since", "by", "stopped", "why"):
-        table.add_column(header, overflow="fold")
+        # the long ones wrap at words; ids, shares and times never
+        table.add_column(header, no_wrap=header not in ("provider", "by", "why"))
     for r in rows:
         table.add_row(
             str(r.id),
@@ -193,7 +193,7 @@ def print_effect(out: Console, latest: Any, found: Effect) -> None:
         f"{latest.created_at:%Y-%m-%d %H:%M} UTC\n(± a 95 % interval, sessions as the unit)",
         markup=False,
     )
-    table = Table()
+    table = house_table(None)
     for header in (
         "",
         "sessions",
@@ -203,7 +203,7 @@ def print_effect(out: Console, latest: Any, found: Effect) -> None:
         "token hit",
         "p95 ms",
     ):
-        table.add_column(header, overflow="fold")
+        table.add_column(header, justify="right" if header else "left", no_wrap=True)
     for arm in (found.treatment, found.holdout):
         table.add_row(
             arm.arm,

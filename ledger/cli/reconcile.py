@@ -15,13 +15,12 @@ from typing import Final, NoReturn
 import click
 import httpx
 import pandas as pd  # type: ignore[import-untyped]
-from rich.console import Console
 from rich.text import Text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from ledger.cli.budget import parse_when
-from ledger.cli.tables import counted, print_frame, safe
+from ledger.cli.tables import counted, print_frame, safe, stdout_console
 from ledger.errors import LedgerError, ReconcileError
 from ledger.reconcile.admin import ANTHROPIC, OPENAI, Limits, ReportSource
 from ledger.reconcile.bounds import Deadline
@@ -174,7 +173,7 @@ def openrouter(
 
 
 def _print_openrouter(report: ReconcileReport, run: _OpenRouterRun, base: str) -> None:
-    out = Console(highlight=False, soft_wrap=True)
+    out = stdout_console()
     out.print(
         Text(
             f"{report.billed:,} of {counted(report.examined, 'row')} reconciled; "
@@ -271,7 +270,7 @@ def _admin_key(source: ReportSource) -> str:
 
 
 def _print_drift(report: DriftReport) -> None:
-    out = Console(highlight=False)
+    out = stdout_console()
     records = [line.as_dict() for line in report.lines]
     for record in records:
         for column in ("ledger_usd", "billed_usd", "drift_usd"):
