@@ -10,7 +10,8 @@
     │   │   ├── BudgetConfigurationError     a budgets table is invalid
     │   │   ├── PriceConfigurationError      a price-override table is invalid
     │   │   └── GatewayConfigurationError    a gateway table is invalid
-    │   └── BadRetention                 a retention period cannot be used (ledger.store.retention)
+    │   ├── BadRetention                 a retention period cannot be used (ledger.store.retention)
+    │   └── AddressUnavailable           a server's --host/--port cannot be bound (taken, not ours)
     ├── DatabaseError                the ledger database cannot serve a command
     │   ├── LedgerMissing            the SQLite ledger file does not exist (never created)
     │   ├── DatabaseUnreachable      connecting failed (down, wrong host, bad credentials)
@@ -75,6 +76,18 @@ class LedgerError(Exception):
 
 class ConfigurationError(LedgerError):
     """A setting (environment variable, URL, option) cannot be used as given."""
+
+
+class AddressUnavailable(ConfigurationError):
+    """A server (``ledger simulate``, ``gateway``, ``otlp``, ``dashboard``) cannot listen
+    on the address it was given: the port is taken, privileged, or the host is not one
+    of this machine's. Raised before anything is printed or served; ``host`` and ``port``
+    are as given."""
+
+    def __init__(self, message: str, *, host: str, port: int) -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
 
 
 class DatabaseError(LedgerError):

@@ -34,6 +34,7 @@ from ledger.budgets.evaluation import CheckReport, evaluate, measured_usd, usd
 from ledger.budgets.notify import DEFAULT_RETRIES, Delivery, notify, webhook_host
 from ledger.budgets.status import BudgetStatus, budget_status
 from ledger.cli.report import open_analytics
+from ledger.cli.tables import counted, house_table, stdout_console
 from ledger.errors import ConfigurationError, DatabaseError, LedgerError
 from ledger.shown import one_line
 from ledger.store.engine import database_url, make_engine
@@ -89,16 +90,16 @@ def _bad(command: str, fmt: str, exc: Exception) -> NoReturn:
 
 
 def _check_table(report: CheckReport) -> Table:
-    table = Table(title="Budgets", title_justify="left", header_style="bold")
+    table = house_table("Budgets")
     for name, justify in (
         ("budget", "left"),
         ("limit", "right"),
         ("actual", "right"),
         ("headroom", "right"),
         ("", "left"),
-        ("reason", "left"),
     ):
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table.add_column("reason")  # the one column that wraps: at words, never mid-word
     for r in report.results:
         status = "[bold red]EXCEEDED[/]" if r.exceeded else "[green]ok[/]"
         headroom = r.headroom_usd
@@ -226,7 +227,7 @@ def check(
     if fmt == "json":
         click.echo(json.dumps(report.as_dict(), indent=1))
     else:
-        out = Console()
+        out = stdout_console()
         for r in report.exceeded:
             # a reason names its agent or model: ledger text, never markup or raw controls
             out.print(
@@ -237,7 +238,11 @@ def check(
         out.print(_check_table(report))
         unknown = max((r.unknown_cost_rows for r in report.results), default=0)
         if unknown:
-            out.print(f"[yellow]{unknown} row(s) of unknown cost in scope: counted, not free.[/]")
+            # as each reason says: not counted in "actual", which is a floor, not the spend
+            out.print(
+                f"[yellow]{counted(unknown, 'row')} of unknown cost in scope, not counted in "
+                "actual: the spend is at least actual (unknown, not free).[/]"
+            )
     # sys.exit, not ctx.exit: the ``ledger`` entry point runs click with
     # standalone_mode=False, where ctx.exit's code is returned and lost.
     sys.exit(EXIT_OK if report.ok else EXIT_EXCEEDED)
@@ -257,13 +262,10 @@ def _alerts_for_check(
 
 
 def _status_table(lines: list[BudgetStatus], day: dt.date) -> Table:
-    table = Table(
-        title=f"Budgets today ({day} UTC), closest to the limit first",
-        title_justify="left",
-        header_style="bold",
-    )
+    table = house_table(f"Budgets today ({day} UTC), closest to the limit first")
     for name in ("budget", "subject", "limit", "spent", "projected", "used"):
-        table.add_column(name, justify="left" if name in ("budget", "subject") else "right")
+        left = name in ("budget", "subject")
+        table.add_column(name, justify="left" if left else "right", no_wrap=name != "subject")
     for s in lines:
         used = "∞" if s.used == float("inf") else f"{100 * s.used:.0f}%"
         style = "bold red" if s.used > 1 else "yellow" if s.used > 0.8 else ""
@@ -303,7 +305,7 @@ def status(at_text: str | None, fmt: str, config_path: Path | None) -> None:
     elif not lines:
         click.echo(f"No spend today ({at.date()} UTC) under any budget.")
     else:
-        Console().print(_status_table(lines, at.astimezone(dt.UTC).date()))
+        stdout_console().print(_status_table(lines, at.astimezone(dt.UTC).date()))
 
 
 @budget.command()

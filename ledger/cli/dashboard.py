@@ -30,6 +30,7 @@ import click
 from rich.console import Console
 
 from ledger.cli.report import open_analytics
+from ledger.listen import listen
 from ledger.store.engine import ENV_URL
 from ledger.store.migrate import check_ledger
 
@@ -112,12 +113,36 @@ def streamlit_command(
     return command
 
 
-def served_at(command: list[str], env: Mapping[str, str], files: list[Path]) -> str:
-    """The URL the child will serve, as the command and Streamlit's configuration say."""
+def served_address(
+    command: list[str], env: Mapping[str, str], files: list[Path]
+) -> tuple[str, int]:
+    """Host and port the child will serve, as the command and Streamlit's configuration say."""
     flags = dict(zip(command[5::2], command[6::2], strict=False))
     host = flags.get("--server.address") or configured("server.address", env, files)
     port = flags.get("--server.port") or configured("server.port", env, files)
-    return f"http://{host or 'localhost'}:{port or DEFAULT_PORT}"
+    return host or "localhost", int(port or DEFAULT_PORT)
+
+
+def served_at(command: list[str], env: Mapping[str, str], files: list[Path]) -> str:
+    """The URL the child will serve, as the command and Streamlit's configuration say."""
+    host, port = served_address(command, env, files)
+    return f"http://{host}:{port}"
+
+
+def claim_port(command: list[str], env: Mapping[str, str], files: list[Path]) -> list[str]:
+    """``command`` with a port that is free now: port 0 becomes a free one, and a taken
+    port is :class:`~ledger.errors.AddressUnavailable` (one line, exit 2) here, before
+    anything is printed, instead of Streamlit failing after our banner or moving to
+    another port than the one announced."""
+    host, port = served_address(command, env, files)
+    probe = listen(host, port)
+    free = probe.getsockname()[1]
+    probe.close()  # Streamlit binds it again soon after; the window is short
+    # set explicitly even when free == port: Streamlit then never moves to another port
+    if "--server.port" in command:
+        at = command.index("--server.port") + 1
+        return [*command[:at], str(free), *command[at + 1 :]]
+    return [*command, "--server.port", str(free)]
 
 
 def dashboard_env(url: str) -> dict[str, str]:
@@ -125,6 +150,14 @@ def dashboard_env(url: str) -> dict[str, str]:
     env = dict(os.environ)
     env[ENV_URL] = url
     return env
+
+
+def free_dashboard_port(port: int | None = None) -> int:
+    """The port ``run_dashboard(port=…)`` will serve, checked free now (0: a free one
+    chosen): ``ledger demo`` asks before its run, so a taken port fails at once."""
+    files = config_files(Path.cwd(), Path.home())
+    command = claim_port(streamlit_command(app_path(), port=port, files=files), os.environ, files)
+    return served_address(command, os.environ, files)[1]
 
 
 def run_dashboard(
@@ -138,10 +171,11 @@ def run_dashboard(
     (0 when stopped by SIGINT, SIGTERM or SIGHUP)."""
     # Refuse to start over a ledger the dashboard could only apologise for.
     url = check_ledger().render_as_string(hide_password=False)
-    if sync:
-        open_analytics(Console(stderr=True)).close()  # releases the file for the child
     files = config_files(Path.cwd(), Path.home())
     command = streamlit_command(app_path(), port=port, host=host, headless=headless, files=files)
+    command = claim_port(command, os.environ, files)  # before a sync that may take a while
+    if sync:
+        open_analytics(Console(stderr=True)).close()  # releases the file for the child
     where = served_at(command, os.environ, files)
     click.echo(f"ledger dashboard on {where} (Ctrl-C stops it)", err=True)
     child = subprocess.Popen(command, env=dashboard_env(url))
@@ -165,7 +199,10 @@ def run_dashboard(
 
 @click.command()
 @click.option(
-    "--port", type=int, default=None, help=f"TCP port [Streamlit's setting, else {DEFAULT_PORT}]."
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help=f"TCP port, 0 for a free one [Streamlit's setting, else {DEFAULT_PORT}].",
 )
 @click.option(
     "--host", default=None, help=f"Address to listen on [Streamlit's setting, else {DEFAULT_HOST}]."

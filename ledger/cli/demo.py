@@ -12,6 +12,7 @@ import datetime as dt
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import sys
 from decimal import Decimal
@@ -69,6 +70,16 @@ def empty_ledger(url: URL) -> int:
             return int(con.execute(sa.delete(token_usage)).rowcount or 0)
     finally:
         engine.dispose()
+
+
+def bills_path(url: URL) -> Path:
+    """Where the demo keeps what its simulated OpenRouter billed (``ledger simulate
+    --bills`` reads it): beside an SQLite ledger file, as its journal and analytics copy
+    are; for a server database, in the working directory."""
+    database = url.database or ""
+    if url.get_backend_name() == "sqlite" and database and database != ":memory:":
+        return Path(database + ".openrouter-bills.jsonl")
+    return Path("ledger-demo.openrouter-bills.jsonl")
 
 
 def _migrate(url: URL) -> None:
@@ -258,14 +269,28 @@ def print_experiments(
             )
 
 
-def open_dashboard() -> None:
+def has_dashboard() -> bool:
+    return importlib.util.find_spec("ledger.cli.dashboard") is not None
+
+
+def dashboard_port(port: int | None) -> int | None:
+    """The dashboard's port, checked free before the run (a taken one: exit 2 at once,
+    not after minutes of simulation); None when this installation has no dashboard."""
+    if not has_dashboard():
+        return None
+    from ledger.cli.dashboard import free_dashboard_port
+
+    return free_dashboard_port(port)
+
+
+def open_dashboard(port: int | None = None) -> None:
     """``ledger dashboard``, if this installation has it; otherwise say how to start it."""
-    if importlib.util.find_spec("ledger.cli.dashboard") is None:
+    if not has_dashboard():
         click.echo("The dashboard is not part of this installation.")
         return
     from ledger.cli.dashboard import run_dashboard
 
-    status = run_dashboard(headless=not sys.stdout.isatty())
+    status = run_dashboard(port=port, headless=not sys.stdout.isatty())
     if status != 0:
         raise SystemExit(status)
 
@@ -283,6 +308,12 @@ def open_dashboard() -> None:
     help="Same seed, same workload (a run on a ledger with rows starts after them).",
 )
 @click.option("--no-dashboard", is_flag=True, help="Print the report and exit.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="The dashboard's TCP port, 0 for a free one [Streamlit's setting, else 8501].",
+)
 @click.option(
     "--fresh",
     is_flag=True,
@@ -305,6 +336,7 @@ def demo(
     calls: int,
     seed: int,
     no_dashboard: bool,
+    port: int | None,
     fresh: bool,
     apply_recommendations: bool,
     as_experiment: bool,
@@ -319,6 +351,9 @@ def demo(
     samples grow); --fresh deletes every row first.
     """
     url = database_url()
+    # CI: never block on a dashboard
+    show_dashboard = not (no_dashboard or os.environ.get("CI", "").lower() == "true")
+    port = dashboard_port(port) if show_dashboard else None
     _migrate(url)
     out = Console()
     err = Console(stderr=True)
@@ -338,12 +373,15 @@ def demo(
     if as_experiment:
         routing = {}  # sent by the clients through the policies, with their holdouts
     before = count_rows(url)
+    bills = bills_path(url)
     if fresh and before:
         err.print(f"--fresh: deleted {empty_ledger(url):,} rows from {display_url(url)}")
         before = 0
+    if fresh:
+        bills.unlink(missing_ok=True)  # bills for rows no longer in the ledger
     start = next_start(url)
     out.print(f"Simulating {calls:,} calls (seed {seed}) into {display_url(url)} ...")
-    stats = run_demo(url, calls=calls, seed=seed, start=start, routing=routing)
+    stats = run_demo(url, calls=calls, seed=seed, start=start, routing=routing, bills=bills)
     print_stats(out, stats)
     command = ledger_command()
     if before and not routing:  # --apply-recommendations appends on purpose: before vs after
@@ -359,18 +397,26 @@ def demo(
             print_before_after(out, analytics, routing, start)
         if policies:
             print_experiments(out, analytics, policies, predicted, stats)
-    next_steps(out, command)
-    if not (no_dashboard or os.environ.get("CI", "").lower() == "true"):  # CI: never block
-        open_dashboard()
+    next_steps(out, command, bills)
+    if show_dashboard:
+        open_dashboard(port)
 
 
-def next_steps(out: Console, command: str) -> None:
+def next_steps(out: Console, command: str, bills: Path) -> None:
     """Commands that work as typed in this shell (the venv may not be active)."""
     out.print("\n[bold]Next steps[/] (copy as typed):", highlight=False)
+    try:
+        shown = bills.resolve().relative_to(Path.cwd())
+    except ValueError:
+        shown = bills.resolve()
     for line in (
         f"{command} dashboard          # the dashboard",
         f"{command} report             # this report again",
         f"{command} demo --fresh       # start over (a plain rerun appends)",
+        "# what OpenRouter billed, from a simulator that bills what the demo served:",
+        f"{command} simulate --port 8787 --bills {shlex.quote(str(shown))} &",
+        "OPENROUTER_BASE_URL=http://127.0.0.1:8787/api/v1 OPENROUTER_API_KEY=sim "
+        f"{command} reconcile openrouter --since all",
     ):
         out.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
     if command != "ledger":

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
+from ledger.cli.ports import port_option
 from ledger.gateway.auth import hash_key, new_key
+from ledger.listen import base_url, listen
 
 
 @click.group(invoke_without_command=True)
@@ -18,7 +20,7 @@ from ledger.gateway.auth import hash_key, new_key
     help="ledger.toml or pyproject.toml (default: found from the working directory).",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
-@click.option("--port", "-p", type=int, default=8788, show_default=True, help="TCP port.")
+@port_option(8788)
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
@@ -64,7 +66,8 @@ def gateway(
             'provider/<model> through (passthrough = ["openrouter"])',
             err=True,
         )
-    click.echo(f"ledger gateway on http://{host}:{port}/v1", err=True)
+    listener = listen(host, port)  # a taken port ends here: one line, exit 2
+    click.echo(f"ledger gateway on {base_url(listener, host)}/v1", err=True)
     serve(
         config,
         host=host,
@@ -72,6 +75,7 @@ def gateway(
         workers=workers,
         graceful_s=graceful,
         access_log=not no_access_log,
+        listener=listener,
     )
 
 

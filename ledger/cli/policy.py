@@ -18,12 +18,11 @@ from typing import Any, Final
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from ledger.analytics.experiment import Effect, Estimate, Outcome, outcome
 from ledger.budgets.notify import DEFAULT_RETRIES, webhook_host
 from ledger.cli.report import open_analytics, terminal
-from ledger.cli.tables import safe
+from ledger.cli.tables import house_table, safe
 from ledger.errors import PolicyError
 from ledger.policies import (
     DEFAULT_REFRESH_S,
@@ -166,9 +165,10 @@ def list_policies() -> None:
     if not rows:
         out.print("no routing policies yet (ledger policy propose suggests one)")
         return
-    table = Table(title="routing policies")
+    table = house_table("Routing policies")
     for header in ("id", "model", "change", "holdout", "since", "by", "stopped", "why"):
-        table.add_column(header, overflow="fold")
+        # the long ones wrap at words; ids, shares and times never
+        table.add_column(header, no_wrap=header not in ("change", "by", "why"))
     for r in rows:
         table.add_row(
             str(r.id),
@@ -295,7 +295,7 @@ def print_effect(out: Console, latest: Any, found: Effect) -> None:
         "(± a 95 % interval, sessions as the unit)",
         markup=False,
     )
-    table = Table()
+    table = house_table(None)
     for header in (
         "",
         "sessions",
@@ -305,7 +305,7 @@ def print_effect(out: Console, latest: Any, found: Effect) -> None:
         "token hit",
         "p95 ms",
     ):
-        table.add_column(header, overflow="fold")
+        table.add_column(header, justify="right" if header else "left", no_wrap=True)
     for arm in (found.treatment, found.holdout):
         table.add_row(
             arm.arm,
@@ -331,7 +331,7 @@ def print_effect(out: Console, latest: Any, found: Effect) -> None:
 
 def print_agents(out: Console, by_agent: dict[str | None, Effect]) -> None:
     """The effect per agent: what the change did to each (a session is one agent's)."""
-    table = Table(title="effect per agent (treatment - holdout)")
+    table = house_table("Effect per agent (treatment - holdout)")
     for header in ("agent", "sessions (T + H)", "cost / attempt $", "error rate", "token hit"):
         table.add_column(header, overflow="fold")
     for agent, found in by_agent.items():

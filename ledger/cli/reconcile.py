@@ -15,19 +15,19 @@ from typing import Final, NoReturn
 import click
 import httpx
 import pandas as pd  # type: ignore[import-untyped]
-from rich.console import Console
 from rich.text import Text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from ledger.cli.budget import parse_when
-from ledger.cli.tables import print_frame, safe
+from ledger.cli.tables import counted, print_frame, safe, stdout_console
 from ledger.errors import LedgerError, ReconcileError
 from ledger.reconcile.admin import ANTHROPIC, OPENAI, Limits, ReportSource
 from ledger.reconcile.bounds import Deadline
 from ledger.reconcile.drift import DriftReport, Tolerance, check_bill
 from ledger.reconcile.openrouter import (
     DEFAULT_BASE_URL,
+    NOT_FOUND_AFTER,
     GenerationClient,
     Plausibility,
     ReconcileReport,
@@ -168,18 +168,28 @@ def openrouter(
     if fmt == "json":
         click.echo(json.dumps(report.as_dict(), indent=1))
     else:
-        _print_openrouter(report, run)
+        _print_openrouter(report, run, base)
     sys.exit(EXIT_OK if report.complete else EXIT_INCOMPLETE)
 
 
-def _print_openrouter(report: ReconcileReport, run: _OpenRouterRun) -> None:
-    out = Console(highlight=False)
+def _print_openrouter(report: ReconcileReport, run: _OpenRouterRun, base: str) -> None:
+    out = stdout_console()
     out.print(
         Text(
-            f"{report.billed} row(s) reconciled of {report.examined}; {report.pending} not "
-            f"billed yet (retried next run); {report.failed} failed"
+            f"{report.billed:,} of {counted(report.examined, 'row')} reconciled; "
+            f"{report.pending:,} not billed yet (asked again next run); {report.failed:,} failed"
         )
     )
+    if report.unknown:
+        hours = NOT_FOUND_AFTER.total_seconds() / 3600
+        out.print(
+            Text(
+                f"{counted(report.unknown, 'row')} unknown to {safe(base)}, though started over "
+                f"{hours:g} h ago: made through another account, base URL or simulator run, "
+                "they will never be billed there (for the demo's rows: `ledger simulate "
+                "--bills FILE`, as the demo's next steps say)"
+            )
+        )
     if report.held_back:
         out.print(
             Text(
@@ -260,7 +270,7 @@ def _admin_key(source: ReportSource) -> str:
 
 
 def _print_drift(report: DriftReport) -> None:
-    out = Console(highlight=False)
+    out = stdout_console()
     records = [line.as_dict() for line in report.lines]
     for record in records:
         for column in ("ledger_usd", "billed_usd", "drift_usd"):

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Final
 
 import click
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 
 from ledger.cli.budget import parse_when
+from ledger.cli.tables import counted, house_table, safe, stdout_console
 from ledger.errors import LedgerError
 from ledger.price_overrides import load_prices
 from ledger.reprice import RepriceReport
@@ -36,15 +36,16 @@ def _usd(value: object) -> str:
 
 
 def _table(report: RepriceReport) -> Table:
-    table = Table(title="Rows whose computed cost changed", title_justify="left")
+    table = house_table("Rows whose computed cost changed")
     for name in ("id", "started_at (UTC)", "provider", "model", "old", "new"):
-        table.add_column(name, justify="right" if name in ("id", "old", "new") else "left")
+        right = name in ("id", "old", "new")
+        table.add_column(name, justify="right" if right else "left", no_wrap=right)
     for c in report.changes:
         table.add_row(
             str(c.id),
             c.started_at.strftime("%Y-%m-%d %H:%M:%S"),
-            escape(c.provider),
-            escape(c.model),
+            Text(safe(c.provider)),  # ledger text: no markup, no raw control characters
+            Text(safe(c.model)),
             f"{_usd(c.old_usd)} {c.old_source or 'unknown'}",
             f"{_usd(c.new_usd)} {c.new_source or 'unknown'}",
         )
@@ -101,12 +102,13 @@ def reprice(
         }
         click.echo(json.dumps(body, indent=1))
     else:
-        out = Console()
+        out = stdout_console()
         if report.changes:
             out.print(_table(report))
         verb = "changed" if report.written else "would change (dry run, nothing written)"
         out.print(
-            f"{len(report.changes)} of {report.examined} computed-cost row(s) {verb}; "
-            f"total {'+' if report.delta_usd >= 0 else ''}{report.delta_usd} USD"
+            f"{len(report.changes):,} of {counted(report.examined, 'computed-cost row')} {verb}; "
+            f"total {'+' if report.delta_usd >= 0 else ''}{report.delta_usd} USD",
+            markup=False,
         )
     sys.exit(EXIT_OK)

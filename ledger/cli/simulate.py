@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
+from ledger.cli.ports import port_option
+from ledger.listen import base_url, listen
 from ledger.simulator import Simulator, WallClock, make_server
 
 
 @click.command()
-@click.option("--port", "-p", type=int, default=8787, show_default=True, help="TCP port.")
+@port_option(8787)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for routing and faults.")
 @click.option(
@@ -25,8 +29,20 @@ from ledger.simulator import Simulator, WallClock, make_server
     show_default=True,
     help="Share of calls billed 5% above what was served (drift for `ledger reconcile`).",
 )
+@click.option(
+    "--bills",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    multiple=True,
+    help="Also bill the OpenRouter generations in this file (repeatable): the one "
+    "`ledger demo` writes beside its ledger, so `ledger reconcile openrouter` reconciles it.",
+)
 def simulate(
-    port: int, host: str, seed: int, latency_scale: float, bill_discrepancy: float
+    port: int,
+    host: str,
+    seed: int,
+    latency_scale: float,
+    bill_discrepancy: float,
+    bills: tuple[Path, ...],
 ) -> None:
     """Serve the simulator: POST /api/v1/chat/completions (OpenRouter),
     /v1/chat/completions (OpenAI) and /v1/messages (Anthropic); what they served is
@@ -35,11 +51,15 @@ def simulate(
     sim = Simulator(clock=WallClock(latency_scale), seed=seed)
     sim.generations.discrepancy_rate = bill_discrepancy
     sim.reports.discrepancy_rate = bill_discrepancy
-    base = f"http://{host}:{port}"
+    loaded = sum(sim.generations.load(path) for path in bills)
+    listener = listen(host, port)  # a taken port ends here: one line, exit 2
+    base = base_url(listener, host)
     click.echo(
         f"simulator on {base}  (OpenRouter {base}/api/v1, OpenAI {base}/v1, Anthropic {base})"
     )
     for service in ("openrouter", "openai", "anthropic"):
         models = ", ".join(sorted(sim.catalog.pools(service)))
         click.echo(f"  {service}: {models}")
-    make_server(sim, host, port).run()
+    if bills:
+        click.echo(f"  openrouter: billing {loaded:,} generations served before (--bills)")
+    make_server(sim, host, port).run(sockets=[listener])

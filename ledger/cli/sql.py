@@ -20,8 +20,17 @@ import pandas as pd  # type: ignore[import-untyped]
 from rich.console import Console
 
 from ledger.analytics.readonly import check_read_only
-from ledger.cli.report import open_analytics, terminal
-from ledger.cli.tables import exact_cell, fits, frame_table, records, safe_lines
+from ledger.cli.report import open_analytics
+from ledger.cli.tables import (
+    BOOLEAN,
+    counted,
+    exact_cell,
+    fits,
+    frame_table,
+    records,
+    safe_lines,
+    stdout_console,
+)
 from ledger.shown import json_escaped
 
 
@@ -69,7 +78,10 @@ def sql(query: str, fmt: str) -> None:
 
     Statements that write (DELETE, UPDATE, CREATE, SET, COPY, ATTACH…) are
     refused, inside EXPLAIN too; no query reads or writes a file or loads an
-    extension. Example: ledger sql "SELECT * FROM agent_stickiness WHERE key_sent"
+    extension. Rows come in the query's ORDER BY, else sorted by every column (the
+    same query, the same order). Tables give floats to 6 significant digits; csv and
+    json every digit. Booleans are true/false in all three.
+    Example: ledger sql "SELECT * FROM agent_stickiness WHERE key_sent"
     """
     try:
         check_read_only(query)
@@ -82,6 +94,8 @@ def sql(query: str, fmt: str) -> None:
             frame = analytics.sql(query)
         except duckdb.Error as exc:
             raise click.ClickException(f"query failed: {exc}") from None
+    if not orders_rows(query):
+        frame = stable_order(frame)
     if fmt == "csv":
         text = to_csv(frame)
         # piped, the CSV is the data as stored; on a terminal, an escape sequence in it
@@ -90,7 +104,7 @@ def sql(query: str, fmt: str) -> None:
     elif fmt == "json":
         click.echo(to_json(frame))
     else:
-        print_table(terminal(), frame)
+        print_table(stdout_console(), frame)
 
 
 def to_csv(frame: pd.DataFrame) -> str:
@@ -107,14 +121,49 @@ def to_csv(frame: pd.DataFrame) -> str:
 
 
 def plain_decimals(frame: pd.DataFrame) -> pd.DataFrame:
-    """Money as positional digits: ``str(Decimal)`` writes a zero cost as ``0E-10``."""
-    return frame.map(lambda v: format(v, "f") if isinstance(v, Decimal) else v)
+    """Money as positional digits (``str(Decimal)`` writes a zero cost as ``0E-10``), and
+    booleans spelt as the tables and JSON spell them (pandas writes ``True``)."""
+    return frame.map(_csv_value)
+
+
+def _csv_value(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, bool | np.bool_):
+        return BOOLEAN[bool(value)]
+    return value
+
+
+def orders_rows(query: str) -> bool:
+    """Whether ``query``'s last statement orders its rows (a top-level ORDER BY). One
+    DuckDB cannot serialize (EXPLAIN, PRAGMA, SHOW) counts as ordered: its rows are
+    shown as DuckDB gives them."""
+    with duckdb.connect() as con:
+        row = con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()
+    tree = json.loads(row[0]) if row else {}
+    if tree.get("error") or not tree.get("statements"):
+        return True
+    modifiers = tree["statements"][-1]["node"].get("modifiers", [])
+    return any(m.get("type") == "ORDER_MODIFIER" for m in modifiers)
+
+
+def stable_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows a query left unordered, sorted by every column in turn, so the same query
+    prints the same order each time (a GROUP BY's order is its hash table's). Columns
+    that cannot be compared (lists, structs, mixed types) leave the order as it came."""
+    if frame.empty or len(frame.columns) == 0:
+        return frame
+    try:
+        ordered = frame.sort_values(list(frame.columns), kind="stable", na_position="last")
+    except (TypeError, ValueError):
+        return frame
+    return ordered.reset_index(drop=True)
 
 
 def print_table(out: Console, frame: pd.DataFrame) -> None:
-    """A table when it fits the terminal, else one record per block; nothing is cut or
-    rounded (:func:`exact_cell`)."""
-    title = f"{len(frame):,} row{'s' if len(frame) != 1 else ''}"
+    """A table when it fits the terminal, else one record per block; nothing is cut, and
+    only floats are rounded, to 6 significant digits (:func:`exact_cell`)."""
+    title = counted(len(frame), "row")
     table = frame_table(title, frame, show=exact_cell)
     if fits(out, table):
         out.print(table)

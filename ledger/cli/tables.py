@@ -15,10 +15,13 @@ nor show its text, or the columns after it, reversed.
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Final
 
+import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -29,6 +32,10 @@ from rich.text import Text
 from ledger.shown import lines, one_line
 
 RATE_SUFFIXES: Final = ("rate", "share", "stickiness")
+#: One spelling of a boolean in every table and CSV: SQL's and JSON's.
+BOOLEAN: Final = {True: "true", False: "false"}
+#: Significant digits of a float in a table (CSV and JSON give every digit).
+FLOAT_DIGITS: Final = 6
 
 #: Verdicts in words, as people say them.
 VERDICT_WORDS: Final[dict[str, str]] = {
@@ -45,6 +52,23 @@ VERDICT_STYLE: Final[dict[str, str]] = {
 }
 
 
+#: Piped with no terminal anywhere: no width to honour, so tables keep their natural width.
+UNBOUNDED: Final = 100_000
+
+
+def stdout_console() -> Console:
+    """stdout's console for tables and lines: the terminal's width (``COLUMNS`` when set);
+    piped into a pager from a terminal (``ledger sql … | less``), that terminal's width,
+    read from stderr; with no terminal at all (a file, cron, CI), lines are never wrapped
+    or padded and tables are as wide as their content."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return Console(highlight=False)
+    try:
+        return Console(width=os.get_terminal_size(sys.stderr.fileno()).columns, highlight=False)
+    except (OSError, ValueError):
+        return Console(width=UNBOUNDED, soft_wrap=True, highlight=False)
+
+
 def safe(value: object) -> str:
     """``value`` as one printable line: control characters as ``\\x1b``-style escapes,
     bidi formatting as ``\\u202e``-style ones."""
@@ -56,12 +80,17 @@ def safe_lines(text: str) -> str:
     return lines(text)
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 row``, ``2 rows``, ``1,234 rows``: a count and its noun, agreeing."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def cell(value: Any, column: str) -> str:
     """A value as the tables show it: money with 2 decimals (4 below $1), rates in %."""
     if value is None or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
+    if isinstance(value, bool | np.bool_):
+        return BOOLEAN[bool(value)]
     if isinstance(value, Decimal):
         return f"${value:,.2f}" if abs(value) >= 1 else f"${value:,.4f}"
     if isinstance(value, float):
@@ -75,11 +104,26 @@ def cell(value: Any, column: str) -> str:
     return safe(value)
 
 
+def short_float(value: float) -> str:
+    """``value`` to :data:`FLOAT_DIGITS` significant digits, positional and grouped:
+    ``0.333333``, ``0.830880``, ``1,234,568``, ``0.000123457``; a whole number without
+    its zeros (``3``, ``0``). Trailing zeros stay otherwise, so a column of rates lines up."""
+    if not math.isfinite(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    decimals = max(0, FLOAT_DIGITS - 1 - math.floor(math.log10(abs(value))))
+    if value.is_integer():
+        return f"{value:,.0f}"
+    return f"{value:,.{decimals}f}"
+
+
 def exact_cell(value: Any, column: str) -> str:
-    """A value as ad hoc SQL shows it: as stored, nothing rounded or scaled (a float
-    as its shortest exact form, money as plain digits), integers grouped."""
-    if isinstance(value, float) and not math.isnan(value):
-        return repr(value)
+    """A value as ad hoc SQL shows it: as stored, nothing scaled (a rate stays a
+    fraction), money as plain digits, integers grouped; a float to
+    :data:`FLOAT_DIGITS` significant digits (``--format csv|json`` keep every digit)."""
+    if isinstance(value, float | np.floating) and not math.isnan(value):
+        return short_float(float(value))
     if isinstance(value, Decimal):
         return format(value.normalize(), "f") if value else "0"
     if column == "verdict":
@@ -101,6 +145,20 @@ def _numeric(frame: pd.DataFrame, column: str) -> bool:
     return bool(pd.api.types.is_numeric_dtype(dtype)) and not pd.api.types.is_bool_dtype(dtype)
 
 
+def house_table(title: str | None) -> Table:
+    """The one table style of every command: bold headers over a light rule, no outer
+    edge (two columns of borders fewer than rich's default box), the title on the left."""
+    return Table(
+        title=title,
+        title_justify="left",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+
+
 def frame_table(
     title: str | None,
     frame: pd.DataFrame,
@@ -111,16 +169,7 @@ def frame_table(
     """A rich table of ``frame`` (or of its ``columns``) at its natural width, numbers
     right-aligned; ``headers`` relabels columns. Cells never wrap: see :func:`fits`."""
     shown = list(columns) if columns is not None else list(frame.columns)
-    # Light rules and no outer edge: two columns of borders fewer than rich's default box.
-    table = Table(
-        title=title,
-        title_justify="left",
-        header_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
-    )
+    table = house_table(title)
     for name in shown:
         label = (headers or {}).get(name, name)
         right = _numeric(frame, name) or name.endswith("_usd")

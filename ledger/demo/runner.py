@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Final
 
 from sqlalchemy import func, select
@@ -357,11 +358,14 @@ def run_demo(
     start: float | None = None,
     strict: bool = False,
     routing: Mapping[str, Mapping[str, Any]] | None = None,
+    bills: Path | None = None,
 ) -> DemoStats:
     """Run the workload into the (migrated) ledger at ``url`` and wait until it is stored.
 
     ``routing`` maps an OpenRouter model to the ``provider`` object its calls send
     (a verdict's recommendation, as ``ledger demo --apply-recommendations`` does).
+    ``bills``: a file the simulated OpenRouter's bills are appended to, for
+    ``ledger simulate --bills`` (the simulator ends with the run; its bills need not).
     """
     begin = next_start(url) if start is None else start
     ledger = Ledger(url)
@@ -370,6 +374,8 @@ def run_demo(
             ledger, calls=calls, seed=seed, start=begin, strict=strict, routing=routing
         )
         stats = workload.run()
+        if bills is not None:
+            workload.sim.generations.save(bills)
         if not ledger.flush(timeout=120.0):
             raise RuntimeError("the ledger did not store the demo's rows within 120 s")
     finally:

@@ -16,14 +16,21 @@ Connections that never finish their request head are closed in time
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 
 import uvicorn
+from uvicorn.supervisors import Multiprocess
 
 from ledger.gateway.access_log import ACCESS_LOG_ENV, configure_access_log
 from ledger.gateway.app import create_app
 from ledger.gateway.config import ENV_GATEWAY_FILE, GatewayConfig
 from ledger.gateway.connections import HeadTimeoutProtocol, configure_server
+from ledger.listen import listen
+
+#: uvicorn.run's exit status when the app's startup fails (uvicorn.main.STARTUP_FAILURE)
+STARTUP_FAILURE = 3
 
 
 def serve(
@@ -34,8 +41,12 @@ def serve(
     workers: int = 1,
     graceful_s: float = 30.0,
     access_log: bool = True,
+    listener: socket.socket | None = None,
 ) -> None:
-    """Serve ``config`` until SIGTERM/SIGINT; see the module docstring."""
+    """Serve ``config`` until SIGTERM/SIGINT; see the module docstring. ``listener``: a
+    socket already bound to ``host``:``port`` (``ledger gateway`` binds before it prints
+    the address); without one, it is bound here."""
+    bound = listen(host, port) if listener is None else listener
     if access_log:
         configure_access_log()
     configure_server(config)
@@ -55,6 +66,13 @@ def serve(
         if config.source is not None:
             os.environ[ENV_GATEWAY_FILE] = str(config.source)
         os.environ[ACCESS_LOG_ENV] = "1" if access_log else "0"
-        uvicorn.run("ledger.gateway.app:from_environment", factory=True, workers=workers, **common)  # type: ignore[arg-type]
+        target = "ledger.gateway.app:from_environment"
+        setup = uvicorn.Config(target, factory=True, workers=workers, **common)  # type: ignore[arg-type]
+        # uvicorn.run's own branch for workers, given our socket instead of binding one
+        Multiprocess(setup, sockets=[bound]).run()
         return
-    uvicorn.run(create_app(config), **common)  # type: ignore[arg-type]
+    server = uvicorn.Server(uvicorn.Config(create_app(config), **common))  # type: ignore[arg-type]
+    with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C is the way to stop
+        server.run(sockets=[bound])
+    if not server.started:  # the app's startup failed (uvicorn logged why): uvicorn.run's 3
+        raise SystemExit(STARTUP_FAILURE)

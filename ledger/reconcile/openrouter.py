@@ -22,7 +22,10 @@ metadata): what the response said at call time is never overwritten.
   body at :data:`MAX_GENERATION_BYTES`, and the run at its deadline; rows the
   deadline left are counted as unfinished, never failed.
 * OpenRouter lags: a 404 means "not found yet"; the row is left for a later run,
-  never marked failed.
+  never marked failed. Its stats lag by seconds, not hours: a row started more
+  than :data:`NOT_FOUND_AFTER` before the run and still 404 is counted as
+  ``unknown`` (made through another account, base URL or simulator run, it will
+  never be billed there), not as pending.
 * 429 and 5xx/timeouts are retried with exponential backoff (``Retry-After``
   honoured); a 401/403 stops the run (:class:`ReconcileAuthError`).
 """
@@ -53,6 +56,8 @@ DEFAULT_BASE_URL: Final = "https://openrouter.ai/api/v1"
 MAX_GENERATION_BYTES: Final = MIB
 DEFAULT_TIMEOUT_S: Final = 30.0
 NO_DEADLINE: Final = Deadline(None)
+#: A generation still 404 this long after its row started is not lagging: it is unknown.
+NOT_FOUND_AFTER: Final = dt.timedelta(hours=1)
 _t = token_usage.c
 
 
@@ -178,6 +183,7 @@ class ReconcileReport:
     examined: int = 0
     billed: int = 0
     pending: int = 0
+    unknown: int = 0  # 404 long after the call: never billed by this endpoint
     failed: int = 0
     held_back: int = 0  # implausible bills, not stored
     unfinished: int = 0  # rows read but not fetched before the deadline
@@ -192,7 +198,8 @@ class ReconcileReport:
 
     @property
     def complete(self) -> bool:
-        """Every row examined was billed or is pending at OpenRouter: nothing to look at."""
+        """Every row examined was billed, is pending at OpenRouter or is unknown there
+        (said once per run, with the count): nothing a rerun could change."""
         return not (self.failed or self.held_back or self.unfinished)
 
     def fail(self, message: str) -> None:
@@ -216,6 +223,7 @@ class ReconcileReport:
             "examined": self.examined,
             "billed": self.billed,
             "pending": self.pending,
+            "unknown": self.unknown,
             "failed": self.failed,
             "held_back": self.held_back,
             "unfinished": self.unfinished,
@@ -231,7 +239,9 @@ class ReconcileReport:
 def _page(
     engine: Engine, after: int, since: dt.datetime | None, size: int, refetch: bool
 ) -> Sequence[Any]:
-    query = select(_t.id, _t.generation_id, _t.cost_usd, _t.upstream, _t.billing).where(
+    query = select(
+        _t.id, _t.generation_id, _t.cost_usd, _t.upstream, _t.billing, _t.started_at
+    ).where(
         _t.provider == "openrouter",
         _t.generation_id.is_not(None),
         _t.id > after,
@@ -299,6 +309,10 @@ class _Pipeline:
     refetch: bool
     plausibility: Plausibility
     deadline: Deadline
+    #: a row started before this and not found is unknown, not pending
+    unknown_before: dt.datetime = field(
+        default_factory=lambda: dt.datetime.now(dt.UTC) - NOT_FOUND_AFTER
+    )
     report: ReconcileReport = field(default_factory=ReconcileReport)
     batch: list[dict[str, Any]] = field(default_factory=list)
     stored: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -335,7 +349,10 @@ class _Pipeline:
                 self.report.fail(str(exc))
                 continue
             if result is None:
-                self.report.pending += 1
+                if row.started_at < self.unknown_before:  # UTCDateTime: always aware
+                    self.report.unknown += 1
+                else:
+                    self.report.pending += 1
                 continue
             if self.plausibility.implausible(row.cost_usd, result.total_cost):
                 self.report.hold_back(row.generation_id, row.cost_usd, result.total_cost)

@@ -20,10 +20,12 @@ upstream's response ``id`` on the one that answered).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 import threading
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Final, Protocol
 
 from ledger.simulator.clock import Clock
@@ -160,6 +162,30 @@ class GenerationStore:
                 "provider_responses": provider_responses(done),
             }
             self._served[generation_id] = Billed(self.clock.time(), body)
+
+    def save(self, path: Path) -> int:
+        """Append every generation's bill to ``path`` (JSON Lines); how many were written.
+
+        What an in-process simulator served outlives it this way: ``ledger demo``
+        keeps its bills, and ``ledger simulate --bills`` answers for them, so a demo
+        ledger can be reconciled against a simulator started later.
+        """
+        with self._lock:
+            bodies = [billed.body for billed in self._served.values()]
+        with path.open("a", encoding="utf-8") as out:
+            out.writelines(json.dumps(body, separators=(",", ":")) + "\n" for body in bodies)
+        return len(bodies)
+
+    def load(self, path: Path) -> int:
+        """Bill again what :meth:`save` wrote (each at once, past any lag); how many."""
+        loaded = 0
+        with path.open(encoding="utf-8") as lines, self._lock:
+            for line in lines:
+                if line.strip():
+                    body = json.loads(line)
+                    self._served[str(body["id"])] = Billed(float("-inf"), body)
+                    loaded += 1
+        return loaded
 
     def lookup(self, generation_id: str) -> dict[str, Any] | None:
         """The generation's body, or None while unknown or still within the lag."""

@@ -116,7 +116,7 @@ def test_unknown_cost_rows_are_reported_not_treated_as_free(project: Path, ledge
     assert line["count"] == 3  # two priced turns and the free failed one
     assert "2 turn(s), 2 row(s) of unknown cost not counted" in line["reason"]
     table = run("check", *WINDOW)
-    assert "2 row(s) of unknown cost in scope" in table.stdout
+    assert "2 rows of unknown cost in scope, not counted in actual" in table.stdout
 
     (project / "pyproject.toml").write_text(
         '[tool.ledger.budgets]\nunknown_cost = "fail"\n' + TURN_BUDGET

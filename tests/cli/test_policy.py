@@ -135,7 +135,7 @@ def test_a_sticky_key_experiment_is_measured_per_agent(
     shown = ledger(capsys, "policy", "status", MODEL)
     assert shown.code == 0, shown.err
     assert "the sticky key (treatment: sent, holdout: not)" in shown.out
-    lines = {line.split("│")[1].strip(): line for line in shown.out.splitlines() if "│" in line}
+    lines = {line.split()[0]: line for line in shown.out.splitlines() if line.strip()}
     planner, coder = lines["planner"], lines["coder"]
     assert "20 + 20 = 40" in planner and "-0.001000" in planner
     assert "+0.000000" in coder

@@ -45,7 +45,7 @@ def test_reconcile_stores_the_bill_and_a_rerun_changes_nothing(
     assert Decimal(body["drift_usd"]) == Decimal("0.00000452")
     assert _rows(sqlite_url)[0].billed_cost_usd == Decimal("0.0000345200")
     again = run("--since", "all")
-    assert again.exit_code == 0 and "0 row(s) reconciled of 0" in again.stdout
+    assert again.exit_code == 0 and "0 of 0 rows reconciled" in again.stdout
 
 
 def test_a_refused_key_exits_2_and_leaves_the_ledger_unchanged(
@@ -74,7 +74,7 @@ def test_every_row_failing_exits_1_and_names_the_failures(
     server.default = Reply(b"<html>maintenance</html>")
     result = run("--since", "all")
     assert result.exit_code == 1, result.output
-    assert "0 row(s) reconciled of 3" in result.stdout and "3 failed" in result.stdout
+    assert "0 of 3 rows reconciled" in result.stdout and "3 failed" in result.stdout
     assert "failed: generation gen-0: not JSON" in result.stdout
     assert "Traceback" not in result.output
 
@@ -115,10 +115,10 @@ def test_refetch_repairs_a_bill_stored_wrong(server: LoopbackLLM, sqlite_url: st
     server.default = _generation(total_cost="99.5")
     assert run("--since", "all", "--max-ratio", "0").exit_code == 0  # stored, wrongly
     server.default = _generation(total_cost="0.00081")
-    assert "0 row(s) reconciled of 0" in run("--since", "all").stdout  # billed once...
+    assert "0 of 0 rows reconciled" in run("--since", "all").stdout  # billed once...
     repaired = run("--since", "all", "--refetch")  # ...unless refetched
     assert repaired.exit_code == 0, repaired.output
-    assert "1 row(s) reconciled of 1" in repaired.stdout
+    assert "1 of 1 row reconciled" in repaired.stdout
     assert _rows(sqlite_url)[0].billed_cost_usd == Decimal("0.00081")
 
 

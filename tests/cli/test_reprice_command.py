@@ -53,7 +53,7 @@ def test_reprice_reports_exactly_the_rows_it_changed(project: Path, sqlite_url: 
     assert (changed["new_cost_usd"], changed["new_cost_source"]) == ("0.0000407000", "computed")
     assert _costs(sqlite_url)[rows[1]["event_id"]] == (Decimal("0.0009000000"), "provider")
     again = run("--since", "all")
-    assert again.exit_code == 0 and "0 of 1 computed-cost row(s) changed" in again.stdout
+    assert again.exit_code == 0 and "0 of 1 computed-cost row changed" in again.stdout
 
 
 def test_bad_prices_exit_2_naming_the_key_and_change_nothing(

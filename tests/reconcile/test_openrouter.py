@@ -4,6 +4,7 @@ payload, and against the simulator serving what it billed."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import time
 from collections.abc import Iterator
@@ -118,10 +119,11 @@ def test_an_upstream_already_known_is_kept(server: LoopbackLLM, sqlite_url: str)
 def test_a_generation_not_found_yet_stays_pending_and_is_billed_later(
     server: LoopbackLLM, sqlite_url: str
 ) -> None:
-    insert_rows(sqlite_url, [_openrouter_row()])
+    # a call of a moment ago: OpenRouter's stats lag it (an hour-old one would be unknown)
+    insert_rows(sqlite_url, [_openrouter_row(started_at=dt.datetime.now(dt.UTC))])
     server.queue(Reply(b'{"error":{"code":404,"message":"Generation not found"}}', status=404))
     first = _reconcile(sqlite_url, server.url)
-    assert (first.billed, first.pending, first.failed) == (0, 1, 0)
+    assert (first.billed, first.pending, first.unknown, first.failed) == (0, 1, 0, 0)
     assert _rows(sqlite_url)[0].billed_at is None
     server.default = Reply.payload("billing/openrouter_generation_real.json")
     later = _reconcile(sqlite_url, server.url)
