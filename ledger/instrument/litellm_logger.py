@@ -17,7 +17,12 @@ and writes, as the ledger does); the cost is the provider's when the usage carri
 one (OpenRouter's ``usage.cost``), else the ledger's own price table, else LiteLLM's
 ``response_cost``. The ledger context is read when LiteLLM is about to call the
 provider (in the caller's thread or task) and kept for that call, because LiteLLM
-reports a finished stream from a worker thread that does not carry it.
+reports a finished stream from a worker thread that does not carry it. There too,
+for a provider with sticky sessions (OpenRouter), the callback puts the ledger's
+sticky key ``<prefix>:<session>:<actor>`` in the request (ADR 0221) unless the
+caller sent a ``session_id`` of their own, and the row records the key sent. A call
+that reached no server (refused connection, failed DNS lookup) is a ``transport``
+error without an HTTP status, though LiteLLM reports it with code 500.
 
 What LiteLLM does not report, the rows cannot hold: neither the retries inside the
 provider SDK LiteLLM drives (``max_retries``) nor, in the version tested, the failed
