@@ -487,6 +487,7 @@ def build_event(
     event.streamed, event.usage_reported = streamed, reported
     event.usage_details = usage.details()
     event.router_attempts = as_column(parsed.router_attempts) if parsed is not None else None
+    event.finish_reason = parsed.finish_reason if parsed is not None else None
     return event
 
 
@@ -513,6 +514,8 @@ def _sent(prep: Prepared) -> UsageEvent:
         tags=dict(call.tags) if call.tags is not None else None,
         policy_id=prep.policy_id,
         arm=prep.arm,
+        attempt_model=None if target.model == target.requested_model else target.model,
+        base_url=target.provider.base_url,
     )
 
 

@@ -175,6 +175,15 @@ class UsageEvent:
     #: ``[{"upstream": str | None, "status": int | None, "latency_ms": float | None}]``
     #: (OpenRouter's router metadata); None when not known.
     router_attempts: list[dict[str, Any]] | None = None
+    # What the OpenTelemetry mirror describes and the table does not hold (never stored,
+    # so a row read back from the database has them None; the exporter then falls back).
+    #: The model this attempt asked its provider for: its route's, which on a fallback
+    #: is not the chain's first (``requested_model``); None when it is ``requested_model``.
+    attempt_model: str | None = None
+    #: The API base URL the attempt was sent to (OTel ``server.address``/``server.port``).
+    base_url: str | None = None
+    #: Why the response ended, in the provider's words (``stop``, ``end_turn``...).
+    finish_reason: str | None = None
 
     def replace(self, **changes: Any) -> UsageEvent:
         """A copy with ``changes`` applied (a new ``event_id`` is not implied)."""
@@ -674,7 +683,9 @@ def _checked_row(event: UsageEvent) -> tuple[Any, ...]:
     )
 
 
-assert len(dataclasses.fields(UsageEvent)) == len(EVENT_COLUMNS)
+#: The fields only the OpenTelemetry mirror reads: the table has no column for them.
+MIRROR_ONLY: Final = frozenset({"attempt_model", "base_url", "finish_reason"})
+assert {f.name for f in dataclasses.fields(UsageEvent)} - MIRROR_ONLY == set(EVENT_COLUMNS)
 
 
 _REQUIRED_TEXT: Final = ("requested_provider", "requested_model", "provider")

@@ -17,7 +17,12 @@ and writes, as the ledger does); the cost is the provider's when the usage carri
 one (OpenRouter's ``usage.cost``), else the ledger's own price table, else LiteLLM's
 ``response_cost``. The ledger context is read when LiteLLM is about to call the
 provider (in the caller's thread or task) and kept for that call, because LiteLLM
-reports a finished stream from a worker thread that does not carry it.
+reports a finished stream from a worker thread that does not carry it. There too,
+for a provider with sticky sessions (OpenRouter), the callback puts the ledger's
+sticky key ``<prefix>:<session>:<actor>`` in the request (ADR 0221) unless the
+caller sent a ``session_id`` of their own, and the row records the key sent. A call
+that reached no server (refused connection, failed DNS lookup) is a ``transport``
+error without an HTTP status, though LiteLLM reports it with code 500.
 
 What LiteLLM does not report, the rows cannot hold: neither the retries inside the
 provider SDK LiteLLM drives (``max_retries``) nor, in the version tested, the failed
@@ -42,11 +47,13 @@ from typing import Any, Final
 from litellm.integrations.custom_logger import CustomLogger
 
 from ledger.attempt import LazyRecorder, clean
+from ledger.errors import ProviderConfigurationError
 from ledger.events import ErrorType, Recorder, UsageEvent, new_id
 from ledger.instrument.context import Context, current
 from ledger.pricing import attempt_cost
 from ledger.providers import make_provider
-from ledger.providers.base import Usage
+from ledger.providers.base import Provider, Usage
+from ledger.session_key import DEFAULT_PREFIX, session_key
 
 log = logging.getLogger("ledger.instrument")
 
@@ -112,8 +119,20 @@ def _reported_cost(payload: Mapping[str, Any]) -> Decimal | None:
     return value if value.is_finite() and value >= 0 else None
 
 
+#: LiteLLM's exception classes for a request that got no HTTP answer. LiteLLM gives an
+#: ``APIConnectionError`` ``error_code`` 500 (refused connection, failed DNS lookup,
+#: reset), which read as a status would file a transport failure as a provider's 500.
+_NO_ANSWER: Final[dict[str, ErrorType]] = {
+    "APIConnectionError": "transport",
+    "Timeout": "timeout",
+}
+
+
 def _error(payload: Mapping[str, Any]) -> tuple[ErrorType, int | None]:
     info = _obj(payload.get("error_information"))
+    no_answer = _NO_ANSWER.get(str(info.get("error_class") or ""))
+    if no_answer is not None:
+        return no_answer, None
     code = info.get("error_code")
     status = int(code) if isinstance(code, str) and code.isdigit() else None
     if status == 429:
@@ -240,27 +259,63 @@ class LedgerLogger(CustomLogger):
     process's default ledger (opened on the first row).
     """
 
-    def __init__(self, *, ledger: Recorder | str | None = None) -> None:
+    def __init__(
+        self, *, ledger: Recorder | str | None = None, session_prefix: str = DEFAULT_PREFIX
+    ) -> None:
         super().__init__()
         self._sink = LazyRecorder(ledger)
+        self._prefix = session_prefix
         self._lock = threading.Lock()
         #: litellm_call_id -> (context, sticky key sent), set before the provider is called.
         self._calls: OrderedDict[str, tuple[Context, str | None]] = OrderedDict()
         #: trace_id -> attempts seen, so LiteLLM's retries are attempts 2, 3… of one call.
         self._attempts: OrderedDict[str, int] = OrderedDict()
+        #: LiteLLM provider name -> the ledger's provider module (None: the ledger has none).
+        self._providers: dict[str, Provider | None] = {}
         self._complained = False
 
     # LiteLLM calls this in the caller's thread/task, before the request leaves.
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
-        call = _obj(kwargs).get("litellm_call_id")
+        details = _obj(kwargs)
+        call = details.get("litellm_call_id")
         if not isinstance(call, str):
             return
-        extra = _obj(_obj(kwargs).get("extra_body"))
-        key = extra.get("session_id")
+        ctx = current()
+        key = self._sticky_key(details, ctx)
         with self._lock:
-            self._calls[call] = (current(), key if isinstance(key, str) else None)
+            self._calls[call] = (ctx, key)
             while len(self._calls) > _KEPT:
                 self._calls.popitem(last=False)
+
+    def _sticky_key(self, details: Mapping[str, Any], ctx: Context) -> str | None:
+        """The sticky key the request carries (ADR 0221): the caller's own (``extra_body``),
+        else, for a provider with sticky sessions and a ledger context naming a session,
+        ``<prefix>:<session>:<actor>``, put in the request body here.
+
+        The body is the dict LiteLLM hands its loggers as ``complete_input_dict`` and
+        sends right after (``llm_http_handler``: the same object, serialised after
+        ``pre_call``); ``tests/instrument/test_litellm_logger.py`` checks on the wire
+        that the key arrives, plain, streamed and async, so a LiteLLM that copies the
+        body first fails there, not silently."""
+        name = str(details.get("custom_llm_provider") or "")
+        provider = self._provider(_PROVIDERS.get(name, name))
+        body = _obj(details.get("additional_args")).get("complete_input_dict")
+        if provider is not None and provider.capabilities.sticky_session and isinstance(body, dict):
+            sent = provider.sent_session_key(body)
+            if sent is None and ctx.session_id:
+                sent = session_key(ctx.session_id, ctx.actor_id, prefix=self._prefix)
+                provider.place_session_key(body, sent)
+            return sent if isinstance(sent, str) else None
+        key = _obj(details.get("extra_body")).get("session_id")
+        return key if isinstance(key, str) else None
+
+    def _provider(self, name: str) -> Provider | None:
+        if name not in self._providers:
+            try:
+                self._providers[name] = make_provider(name, api_key="never-sent")
+            except ProviderConfigurationError:  # no module for it, or no default base URL
+                self._providers[name] = None
+        return self._providers[name]
 
     def log_success_event(
         self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any

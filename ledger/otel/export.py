@@ -25,6 +25,11 @@ Span timestamps are the attempt's own, so the delay changes nothing downstream.
 A full queue drops the newest events for the mirror only (one warning; the rows
 are in the ledger regardless), and an unreachable collector costs one warning
 per outage, not a log line per batch and never a row.
+
+A collector that answers ``/v1/metrics`` with an HTTP error (Arize Phoenix takes
+traces only and answers 405) is named in one warning, once per exporter, with
+the status; after a 404, 405 or 501 (no metrics endpoint there) the exporter
+stops sending metrics. ``to_endpoint(..., metrics=False)`` sends none at all.
 """
 
 from __future__ import annotations
@@ -44,11 +49,18 @@ from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import (
+    MetricExporter,
+    MetricExportResult,
+    MetricReader,
+    MetricsData,
+    PeriodicExportingMetricReader,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
+from requests import Response, Session
 
 from ledger.events import UsageEvent
 from ledger.otel import attributes as attr
@@ -75,6 +87,8 @@ MAX_DELAY_S: Final = 5.0
 POLL_S: Final = 0.05
 #: Spans per OTLP request: small batches keep each encoding pass (which holds the GIL) short.
 EXPORT_BATCH: Final = 256
+#: Answers to ``POST /v1/metrics`` that mean "no metrics here": the exporter stops sending.
+NO_METRICS_ENDPOINT: Final = frozenset({404, 405, 501})
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _US: Final = dt.timedelta(microseconds=1)
 
@@ -135,6 +149,69 @@ class _Reporting(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.inner.force_flush(timeout_millis)
+
+
+class _LastStatus:
+    """A ``requests`` response hook noting the last HTTP status the session received."""
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+
+    def __call__(self, response: Response, *args: Any, **kwargs: Any) -> None:
+        self.status = response.status_code
+
+
+class _ReportingMetrics(MetricExporter):
+    """Wraps the OTLP metric exporter: a collector refusing metrics is said once.
+
+    Phoenix, for one, answers ``POST /v1/metrics`` with 405 and the OTLP client logs
+    each refusal at DEBUG (:func:`_quiet`); without this, fourteen refusals in a
+    row went unnoticed. A connection failure is not a refusal: the span exporter's
+    warning already names an unreachable collector.
+    """
+
+    def __init__(self, inner: MetricExporter, where: str, last: _LastStatus) -> None:
+        super().__init__(
+            preferred_temporality=inner._preferred_temporality,
+            preferred_aggregation=inner._preferred_aggregation,
+        )
+        self.inner = inner
+        self.where = where
+        self.last = last
+        self.refused_status: int | None = None
+        self.stopped = False
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        if self.stopped:
+            return MetricExportResult.FAILURE
+        self.last.status = None
+        result = self.inner.export(metrics_data, timeout_millis=timeout_millis)
+        status = self.last.status
+        if result is MetricExportResult.FAILURE and status is not None and status >= 400:
+            self._refused(status)
+        return result
+
+    def _refused(self, status: int) -> None:
+        first = self.refused_status is None
+        self.refused_status = status
+        self.stopped = status in NO_METRICS_ENDPOINT
+        if first:
+            log.warning(
+                "ledger: the collector at %s refused metrics (HTTP %d on /v1/metrics)%s; "
+                "spans are unaffected. OTelExporter.to_endpoint(..., metrics=False) sends "
+                "none (Arize Phoenix takes traces only). Said once.",
+                self.where,
+                status,
+                ", so no more are sent" if self.stopped else "",
+            )
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self.inner.shutdown(timeout_millis=timeout_millis)
 
 
 class OTelExporter:
@@ -216,17 +293,24 @@ class OTelExporter:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         headers: MutableMapping[str, str] | None = None,
         metric_interval_ms: int = DEFAULT_METRIC_INTERVAL_MS,
+        metrics: bool = True,
     ) -> OTelExporter:
-        """OTLP/HTTP (protobuf) to ``endpoint``'s ``/v1/traces`` and ``/v1/metrics``."""
+        """OTLP/HTTP (protobuf) to ``endpoint``'s ``/v1/traces`` and, unless ``metrics`` is
+        False, ``/v1/metrics``."""
         base = endpoint.rstrip("/")
         spans = OTLPSpanExporter(endpoint=f"{base}/v1/traces", timeout=timeout_s, headers=headers)
-        metrics = OTLPMetricExporter(
-            endpoint=f"{base}/v1/metrics", timeout=timeout_s, headers=headers
+        _quiet(spans)
+        if not metrics:
+            return cls(span_exporter=spans, where=base)
+        last = _LastStatus()
+        session = Session()
+        session.hooks["response"].append(last)
+        exporter = OTLPMetricExporter(
+            endpoint=f"{base}/v1/metrics", timeout=timeout_s, headers=headers, session=session
         )
-        for exporter in (spans, metrics):
-            _quiet(exporter)
+        _quiet(exporter)
         reader = PeriodicExportingMetricReader(
-            metrics,
+            _ReportingMetrics(exporter, base, last),
             export_interval_millis=metric_interval_ms,
             export_timeout_millis=timeout_s * 1000,
         )

@@ -115,7 +115,7 @@ NOT_MODEL_CALLS: Final = frozenset(
 #: Older semconv and vendor spellings of gen_ai.provider.name -> our provider names.
 PROVIDER_ALIASES: Final = {
     **attr.PROVIDERS_BY_NAME,
-    "az.ai.openai": "azure",
+    "az.ai.openai": "azure_openai",
     "vertex_ai": "gemini",
     "gcp.vertex_ai": "gemini",
     "gcp.gen_ai": "gemini",
@@ -315,6 +315,8 @@ def to_event(span: Span) -> UsageEvent | Skipped:
         return Skipped(str(exc), rejected=True)
     provider = provider or "unknown"
     requested_provider = _text(a, (attr.REQUESTED_PROVIDER,)) or provider
+    # The ledger's own spans name the call's first model apart from the attempt's.
+    requested_model = _text(a, (attr.REQUESTED_MODEL,)) or requested or model or ""
     failed = span.status_code == STATUS_ERROR or a.get(attr.ERROR_TYPE) is not None
     reported = any(_first(a, keys) is not None for keys in (INPUT_KEYS, OUTPUT_KEYS))
     cost, source = _cost(span, usage, reported, model or requested, provider)
@@ -325,7 +327,8 @@ def to_event(span: Span) -> UsageEvent | Skipped:
         + dt.timedelta(microseconds=span.start_ns // 1000),
         latency_ms=(span.end_ns - span.start_ns) / 1e6 if span.end_ns >= span.start_ns else None,
         requested_provider=requested_provider,
-        requested_model=requested or model or "",
+        requested_model=requested_model,
+        attempt_model=requested if requested != requested_model else None,
         provider=provider,
         model=model,
         generation_id=_text(a, (attr.RESPONSE_ID,)),

@@ -10,6 +10,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 
 import litellm
 import pytest
@@ -17,7 +18,9 @@ import pytest
 import ledger
 from ledger.instrument.litellm_logger import LedgerLogger
 from ledger.simulator import Fault, FaultKind, Simulator
+from ledger.simulator.server import free_port
 from tests.instrument.conftest import Rows
+from tests.llm_loopback import LoopbackLLM, Reply
 
 # LiteLLM touches pydantic APIs pydantic deprecates (model_computed_fields on instances);
 # as errors they would break LiteLLM's own stream handling, which is not under test.
@@ -209,3 +212,124 @@ async def test_async_calls_keep_their_task_context(sim_server: Server, logged: R
         ("s-planner", "planner"),
         ("s-critic", "critic"),
     }
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_openrouter_calls_carry_the_ledger_s_sticky_key_on_the_wire(
+    loopback: LoopbackLLM, logged: Rows, stream: bool
+) -> None:
+    payload = "openrouter_stream_openai_o3.sse" if stream else "openrouter_chat_doc_example.json"
+    loopback.queue(Reply.payload(payload))
+    with ledger.context(session_id="s-42", actor_id="planner"):
+        reply = litellm.completion(
+            model="openrouter/openai/gpt-4o-mini",
+            api_base=loopback.url + "/api/v1",
+            api_key="sk-or",
+            messages=_messages("plan"),
+            stream=stream,
+            max_retries=0,
+        )
+        if stream:
+            for _ in reply:  # type: ignore[union-attr]
+                pass
+    (sent,) = loopback.requests
+    assert sent.body["session_id"] == "ledger:s-42:planner"  # ADR 0221: on the wire
+    (row,) = wait_for(logged, 1)
+    assert row.session_key == "ledger:s-42:planner"  # the key actually sent
+    assert (row.session_id, row.actor_id, row.streamed) == ("s-42", "planner", stream)
+
+
+async def test_async_openrouter_calls_carry_their_own_task_s_key(
+    loopback: LoopbackLLM, logged: Rows
+) -> None:
+    loopback.default = Reply.payload("openrouter_chat_doc_example.json")
+
+    async def agent(name: str) -> None:
+        with ledger.context(session_id="s-1", actor_id=name):
+            await litellm.acompletion(
+                model="openrouter/openai/gpt-4o-mini",
+                api_base=loopback.url + "/api/v1",
+                api_key="sk-or",
+                messages=_messages(name),
+            )
+
+    await asyncio.gather(*(agent(n) for n in ("planner", "critic")))
+    assert {r.body["session_id"] for r in loopback.requests} == {
+        "ledger:s-1:planner",
+        "ledger:s-1:critic",
+    }
+    deadline = time.monotonic() + 60
+    while len(logged.events) < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert {(r.actor_id, r.session_key) for r in logged.events} == {
+        ("planner", "ledger:s-1:planner"),
+        ("critic", "ledger:s-1:critic"),
+    }
+
+
+def test_no_session_no_key_and_other_providers_get_none(
+    loopback: LoopbackLLM, logged: Rows
+) -> None:
+    loopback.default = Reply.payload("openrouter_chat_doc_example.json")
+    base = loopback.url + "/api/v1"
+    litellm.completion(
+        model="openrouter/openai/gpt-4o-mini", api_base=base, api_key="k", messages=_messages("a")
+    )
+    with ledger.context(session_id="s-2"):  # OpenAI has no sticky sessions
+        litellm.completion(
+            model="openai/gpt-4o-mini", api_base=base, api_key="k", messages=_messages("b")
+        )
+    assert ["session_id" in r.body for r in loopback.requests] == [False, False]
+    assert [r.session_key for r in wait_for(logged, 2)] == [None, None]
+
+
+def test_the_simulator_pins_a_litellm_session_to_one_upstream(
+    sim_server: Server, logged: Rows
+) -> None:
+    base = sim_server[1] + "/api/v1"
+    with ledger.context(session_id="s-pin", actor_id="coder"):
+        for task in range(6):
+            litellm.completion(
+                model="openrouter/qwen/qwen3-coder",
+                api_base=base,
+                api_key="sk-or",
+                messages=_messages(f"task {task}"),
+            )
+    rows = wait_for(logged, 6)
+    assert {r.session_key for r in rows} == {"ledger:s-pin:coder"}
+    assert len({r.upstream for r in rows}) == 1, [r.upstream for r in rows]
+
+
+@pytest.mark.parametrize(
+    "base",
+    ["http://127.0.0.1:{dead}/api/v1", "http://no-such-host.invalid/api/v1"],
+    ids=["connection-refused", "dns-failure"],
+)
+def test_a_call_that_reached_no_server_is_a_transport_error_without_a_status(
+    logged: Rows, base: str
+) -> None:
+    with pytest.raises(litellm.APIConnectionError):
+        litellm.completion(
+            model="openrouter/openai/gpt-4o-mini",
+            api_base=base.format(dead=free_port()),
+            api_key="sk-or",
+            messages=_messages("x"),
+            max_retries=0,
+        )
+    (row,) = wait_for(logged, 1)
+    assert (row.status, row.error_type, row.http_status) == ("error", "transport", None)
+
+
+def test_litellm_reads_the_variable_the_readme_exports(
+    loopback: LoopbackLLM, logged: Rows, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "export OPENROUTER_API_BASE=$OPENROUTER_BASE_URL" in readme
+    loopback.queue(Reply.payload("openrouter_chat_doc_example.json"))
+    monkeypatch.delenv("OPENROUTER_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENROUTER_API_BASE", loopback.url + "/api/v1")
+    litellm.completion(
+        model="openrouter/openai/gpt-4o-mini", api_key="sk-or", messages=_messages("env")
+    )
+    assert [r.path for r in loopback.requests] == ["/api/v1/chat/completions"]
+    assert wait_for(logged, 1)[0].status == "ok"

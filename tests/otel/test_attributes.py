@@ -49,7 +49,12 @@ def test_every_standard_name_is_defined_by_semconv_and_none_is_replaced() -> Non
 
 def test_which_names_are_stable_and_which_are_still_development() -> None:
     stable_names = {n for n in attr.STANDARD_ATTRIBUTES if n in STABLE}
-    assert stable_names == {"error.type", "http.response.status_code"}
+    assert stable_names == {
+        "error.type",
+        "http.response.status_code",
+        "server.address",
+        "server.port",
+    }
     development = set(attr.STANDARD_ATTRIBUTES) - stable_names
     assert all(n.startswith("gen_ai.") for n in development)
     assert all(n in DEVELOPMENT for n in development)
@@ -83,3 +88,29 @@ def test_ledger_names_stay_in_their_namespace_and_clash_with_no_convention() -> 
     # Every ledger.* name is documented in the module's table.
     assert attr.__doc__ is not None
     assert all(f"``{n}``" in attr.__doc__ for n in attr.LEDGER_ATTRIBUTES)
+
+
+def test_provider_names_are_semconv_s_well_known_values_and_map_back_to_our_providers() -> None:
+    from opentelemetry.semconv._incubating.attributes.gen_ai_attributes import (
+        GenAiProviderNameValues,
+    )
+
+    from ledger.providers import PROVIDERS
+
+    well_known = {v.value for v in GenAiProviderNameValues}
+    assert set(attr.PROVIDER_NAMES.values()) <= well_known
+    assert attr.provider_name("azure_openai") == "azure.ai.openai"
+    for value, ours in attr.PROVIDERS_BY_NAME.items():
+        assert value in well_known and ours in PROVIDERS
+        assert attr.provider_name(ours) == value
+    # Our names that are semconv values already pass through unchanged.
+    for ours in ("openai", "anthropic", "groq", "deepseek"):
+        assert attr.provider_name(ours) in well_known
+
+
+def test_openinference_names_are_documented_and_apart_from_the_others() -> None:
+    names = set(attr.OPENINFERENCE_ATTRIBUTES)
+    assert len(names) == len(attr.OPENINFERENCE_ATTRIBUTES)
+    assert all(n.startswith(("llm.", "openinference.")) for n in names)
+    assert not names & (set(attr.STANDARD_ATTRIBUTES) | set(attr.LEDGER_ATTRIBUTES))
+    assert attr.__doc__ is not None and "``llm.cost.total``" in attr.__doc__

@@ -4,9 +4,12 @@ caller's thread, never at the cost of a row."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from opentelemetry import trace
@@ -37,7 +40,15 @@ def memory() -> Iterator[Pair]:
 
 def test_a_full_attempt_becomes_one_client_span_attribute_by_attribute(memory: Pair) -> None:
     exporter, spans, _ = memory
-    event = full_event()
+    # A fallback attempt: the chain asked anthropic/claude-sonnet-4 first, this route
+    # asked OpenRouter for deepseek/deepseek-chat.
+    event = full_event(
+        requested_provider="anthropic",
+        requested_model="claude-sonnet-4",
+        attempt_model="deepseek/deepseek-chat",
+        base_url="https://openrouter.ai/api/v1",
+        finish_reason="stop",
+    )
     exporter.submit(event)
     assert exporter.flush()
     (span,) = spans.get_finished_spans()
@@ -53,6 +64,7 @@ def test_a_full_attempt_becomes_one_client_span_attribute_by_attribute(memory: P
         "gen_ai.request.model": "deepseek/deepseek-chat",
         "gen_ai.response.model": "deepseek/deepseek-chat-v3",
         "gen_ai.response.id": "gen-123",
+        "gen_ai.response.finish_reasons": ("stop",),
         "gen_ai.usage.input_tokens": 2048,
         "gen_ai.usage.output_tokens": 180,
         "gen_ai.usage.cache_read.input_tokens": 1920,
@@ -61,10 +73,13 @@ def test_a_full_attempt_becomes_one_client_span_attribute_by_attribute(memory: P
         "gen_ai.conversation.id": "s-1",
         "gen_ai.agent.id": "planner",
         "http.response.status_code": 200,
+        "server.address": "openrouter.ai",
+        "server.port": 443,
         "ledger.event_id": event.event_id,
         "ledger.call_id": event.call_id,
         "ledger.attempt": 2,
-        "ledger.requested_provider": "openrouter",
+        "ledger.requested_provider": "anthropic",
+        "ledger.requested_model": "claude-sonnet-4",
         "ledger.upstream": "DeepInfra",
         "ledger.cost_usd": 0.0003125,
         "ledger.cost_source": "provider",
@@ -75,6 +90,16 @@ def test_a_full_attempt_becomes_one_client_span_attribute_by_attribute(memory: P
         "ledger.ttft_ms": 120.25,
         "ledger.routing.sort": "price",
         "ledger.routing.order": "DeepInfra,Novita",
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "deepseek/deepseek-chat-v3",
+        "llm.provider": "openrouter",
+        "llm.token_count.prompt": 2048,
+        "llm.token_count.completion": 180,
+        "llm.token_count.total": 2228,
+        "llm.token_count.prompt_details.cache_read": 1920,
+        "llm.token_count.prompt_details.cache_write": 64,
+        "llm.token_count.completion_details.reasoning": 40,
+        "llm.cost.total": 0.0003125,
     }
     assert span.resource.attributes["service.name"] == "ledger"
 
@@ -159,12 +184,56 @@ def test_a_response_cache_hit_records_no_token_usage(memory: Pair) -> None:
     assert "gen_ai.client.token.usage" not in points(reader)
 
 
-def test_gemini_uses_the_conventions_provider_name(memory: Pair) -> None:
+@pytest.mark.parametrize(
+    ("provider", "semconv", "openinference"),
+    [
+        ("gemini", "gcp.gemini", "google"),
+        ("azure_openai", "azure.ai.openai", "azure"),
+        ("mistral", "mistral_ai", "mistralai"),
+        ("anthropic", "anthropic", "anthropic"),
+        ("openrouter", "openrouter", "openrouter"),
+    ],
+)
+def test_each_provider_is_named_as_each_convention_names_it(
+    memory: Pair, provider: str, semconv: str, openinference: str
+) -> None:
     exporter, spans, _ = memory
-    exporter.submit(full_event(provider="gemini", requested_provider="gemini"))
+    exporter.submit(full_event(provider=provider, requested_provider="openai"))
     assert exporter.flush()
     attributes = dict(spans.get_finished_spans()[0].attributes or {})
-    assert attributes["gen_ai.provider.name"] == "gcp.gemini"
+    assert attributes["gen_ai.provider.name"] == semconv
+    assert attributes["llm.provider"] == openinference
+    assert attributes["ledger.requested_provider"] == "openai"
+
+
+@pytest.mark.parametrize(
+    ("base_url", "address", "port"),
+    [
+        ("http://127.0.0.1:8787/api/v1", "127.0.0.1", 8787),
+        ("https://api.anthropic.com", "api.anthropic.com", 443),
+        ("http://[::1]:9000/v1", "::1", 9000),
+    ],
+)
+def test_server_address_and_port_come_from_the_attempt_s_base_url(
+    memory: Pair, base_url: str, address: str, port: int
+) -> None:
+    exporter, spans, reader = memory
+    exporter.submit(full_event(base_url=base_url))
+    assert exporter.flush()
+    attributes = dict(spans.get_finished_spans()[0].attributes or {})
+    assert (attributes["server.address"], attributes["server.port"]) == (address, port)
+    (duration,) = points(reader)["gen_ai.client.operation.duration"]
+    assert duration.attributes["server.address"] == address
+
+
+def test_a_row_read_back_from_the_database_names_the_call_s_model(memory: Pair) -> None:
+    exporter, spans, _ = memory
+    exporter.submit(full_event(finish_reason=None, base_url=None))  # what the table holds
+    assert exporter.flush()
+    attributes = dict(spans.get_finished_spans()[0].attributes or {})
+    assert attributes["gen_ai.request.model"] == "deepseek/deepseek-chat"
+    for absent in ("server.address", "server.port", "gen_ai.response.finish_reasons"):
+        assert absent not in attributes
 
 
 def test_an_attempt_recorded_inside_an_application_span_is_its_child(memory: Pair) -> None:
@@ -330,3 +399,64 @@ def test_spans_sent_to_a_real_otlp_receiver_come_back_as_the_same_rows(
         if comparable(received)[key].get(column) != value
     }
     assert not mismatched
+
+
+class _TracesOnly(BaseHTTPRequestHandler):
+    """A collector like Arize Phoenix: takes traces, answers 405 to metrics."""
+
+    posts: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.posts.append(self.path)
+        self.send_response(200 if self.path == "/v1/traces" else 405)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_collector_refusing_metrics_is_named_once_and_then_spared(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _TracesOnly.posts = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _TracesOnly)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    exporter = OTelExporter.to_endpoint(url, timeout_s=2.0, metric_interval_ms=60_000)
+    try:
+        with caplog.at_level(logging.DEBUG):
+            for batch in events(3):
+                exporter.submit(batch)
+                exporter.flush(timeout=10)
+    finally:
+        exporter.close()
+        server.shutdown()
+        server.server_close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert url in warnings[0] and "HTTP 405 on /v1/metrics" in warnings[0]
+    assert "metrics=False" in warnings[0]
+    assert _TracesOnly.posts.count("/v1/metrics") == 1  # no metrics endpoint: no more tries
+    assert _TracesOnly.posts.count("/v1/traces") >= 3
+
+
+def test_metrics_can_be_left_out_for_a_traces_only_collector(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _TracesOnly.posts = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _TracesOnly)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    exporter = OTelExporter.to_endpoint(url, metrics=False)
+    try:
+        with caplog.at_level(logging.WARNING):
+            exporter.submit(full_event())
+            assert exporter.flush(timeout=10)
+    finally:
+        exporter.close()
+        server.shutdown()
+        server.server_close()
+    assert _TracesOnly.posts == ["/v1/traces"]
+    assert not caplog.records
