@@ -11,7 +11,8 @@ agent loops and structured-output parsers something real to read:
 * **A JSON document** matching the requested schema (OpenAI ``response_format``
   json_schema, Anthropic ``output_config.format``), or for JSON mode (json_object)
   an object whose keys are the names quoted in the last user text
-  (``'setup' and 'punchline' keys``), else ``{"answer": …}``.
+  (``'setup' and 'punchline' keys``), else ``{"answer": …}``; so is any object schema
+  that declares no properties (``{"type": "object"}``).
 
 Values for a schema come from the last user text when it holds one of the right kind
 (a model copies what it was given): a string is the first quoted phrase (``'你好'``,
@@ -84,8 +85,8 @@ def shape(wanted: Wanted) -> Shaped | None:
     if wanted.json_schema is not None:
         return Shaped(_dumps(instance(wanted.json_schema, wanted.user_text)))
     if wanted.json_mode:
-        keys = quoted(wanted.user_text) or ["answer"]
-        return Shaped(_dumps({key: " ".join(_FILLER[:3]) for key in keys}))
+        found = instance({"type": "object"}, wanted.user_text)
+        return Shaped(_dumps(found or {"answer": " ".join(_FILLER)}))
     return None
 
 
@@ -138,8 +139,8 @@ class _Builder:
     def _typed(self, kind: str, schema: Mapping[str, Any], depth: int) -> Any:
         if kind == "object":
             properties = schema.get("properties")
-            if not isinstance(properties, Mapping):
-                return {}
+            if not isinstance(properties, Mapping):  # any object: the keys the user quoted
+                return {key: " ".join(_FILLER) for key in quoted(self.text)}
             required = schema.get("required")
             names = required if isinstance(required, list) and required else list(properties)
             return {n: self.build(properties.get(n, {}), depth + 1) for n in names}

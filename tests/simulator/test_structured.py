@@ -22,7 +22,10 @@ WEATHER = {
 }
 OPENAI_TOOLS: Any = [
     {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}},
-    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}},
+    {
+        "type": "function",
+        "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
+    },
 ]
 ASK = "What is the weather in 'Paris' for the next 3 days?"
 
