@@ -42,7 +42,7 @@ class Untranslatable(ValueError):
 
 
 #: Fields copied to the chat request under the same name.
-_SAME: Final = ("temperature", "top_p", "parallel_tool_calls", "prompt_cache_key", "service_tier")
+_SAME: Final = ("temperature", "top_p", "prompt_cache_key", "service_tier")
 #: Fields that ask for nothing a chat completion can give, dropped (see the docstring).
 _DROPPED: Final = frozenset({"include", "metadata", "truncation", "store", "stream_options"})
 #: Fields that need state or tools only OpenAI's Responses API has, and what to do instead.
@@ -63,6 +63,7 @@ _READ: Final = frozenset(
         "reasoning",
         "max_output_tokens",
         "stream",
+        "parallel_tool_calls",
         "user",
         "safety_identifier",
         *_SAME,
@@ -95,6 +96,8 @@ def to_chat(body: Mapping[str, Any]) -> dict[str, Any]:
         chat["user"] = user
     if body.get("tools"):
         chat["tools"] = [_tool(t, i) for i, t in enumerate(body["tools"])]
+        if body.get("parallel_tool_calls") is not None:  # chat takes it with tools only
+            chat["parallel_tool_calls"] = body["parallel_tool_calls"]
     if body.get("tool_choice") is not None:
         chat["tool_choice"] = _tool_choice(body["tool_choice"])
     chat |= _text(body.get("text"))
