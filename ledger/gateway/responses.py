@@ -256,9 +256,10 @@ def usage(chat_usage: Any) -> dict[str, Any] | None:
         return None
     prompt = chat_usage.get("prompt_tokens_details") or {}
     completion = chat_usage.get("completion_tokens_details") or {}
-    details: dict[str, Any] = {"cached_tokens": prompt.get("cached_tokens") or 0}
-    if prompt.get("cache_write_tokens"):
-        details["cache_write_tokens"] = prompt["cache_write_tokens"]
+    details = {
+        "cached_tokens": prompt.get("cached_tokens") or 0,
+        "cache_write_tokens": prompt.get("cache_write_tokens") or 0,
+    }
     input_tokens = chat_usage.get("prompt_tokens") or 0
     output_tokens = chat_usage.get("completion_tokens") or 0
     out = {

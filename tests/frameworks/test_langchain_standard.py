@@ -5,14 +5,14 @@ batch, usage metadata, tool calling, structured output, JSON mode, agent loops) 
 through the gateway. Also with the wires crossed: ChatOpenAI on a model served by
 Anthropic, ChatAnthropic on one served by OpenAI.
 
-Only tests that fetch files from the internet are skipped, each with its reason; every
-other test of the suites runs.
+Only tests that fetch files from the internet are skipped, each with its reason
+(tests/frameworks/conftest.py: the suite forbids overriding its tests to skip them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar
 
 import pytest
 from langchain_anthropic import ChatAnthropic
@@ -52,18 +52,6 @@ MODELS: dict[str, list[str]] = {
     # The suites' model override asks for a name the answer's model contains.
     "claude-haiku-4-5": ["anthropic:claude-haiku-4-5-20251001"],
 }
-#: The suites' tests that download a file from the internet, skipped (CI runs offline) by
-#: tests/frameworks/conftest.py: the suite forbids overriding its tests to skip them.
-NEEDS_INTERNET: Final = frozenset(
-    {
-        "test_image_inputs",
-        "test_image_tool_message",
-        "test_pdf_inputs",
-        "test_pdf_tool_message",
-        "test_audio_inputs",
-    }
-)
-INTERNET = "downloads its test file from the internet (CI runs offline, on loopback)"
 
 
 @pytest.fixture(scope="module")
