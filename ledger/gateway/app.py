@@ -4,6 +4,8 @@
 
     POST /v1/chat/completions   OpenAI wire, plain and SSE
     POST /v1/messages           Anthropic wire, plain and SSE
+    POST /v1/responses          OpenAI's Responses API, plain and SSE, served through chat
+                                completions on any route (:mod:`ledger.gateway.responses`)
     POST /v1/messages/count_tokens
                                 Anthropic's token count, forwarded to Anthropic when the
                                 model's first route is Anthropic (else a 400 saying so)
@@ -61,7 +63,7 @@ from ledger.gateway.auth import KeyTable, presented_key
 from ledger.gateway.cache import MAX_STREAM_BYTES, Answer, Capture, GatewayCache, cacheable
 from ledger.gateway.config import GatewayConfig, GatewayKey, Target, Wire, load_config
 from ledger.gateway.connections import configure_server
-from ledger.gateway.inbound import BadRequest, Inbound, parse
+from ledger.gateway.inbound import BadRequest, Inbound, parse, parse_responses
 from ledger.gateway.intake import (
     BUSY_RETRY_AFTER_S,
     BodyBudget,
@@ -96,10 +98,12 @@ Send = Callable[[Message], Awaitable[None]]
 log = logging.getLogger("ledger.gateway")
 
 COUNT_TOKENS: Final = "/v1/messages/count_tokens"
+RESPONSES: Final = "/v1/responses"
 ROUTES: Final[dict[str, Wire]] = {
     "/v1/chat/completions": "chat",
     "/v1/messages": "messages",
     COUNT_TOKENS: "messages",
+    RESPONSES: "chat",  # served through chat completions (ledger.gateway.responses)
 }
 MODELS: Final = "/v1/models"
 TRACES: Final = "/v1/traces"
@@ -329,7 +333,12 @@ class GatewayApp:
                 outcome.status = 499  # nginx's "client closed request": nothing was sent
                 return
             try:
-                inbound = parse(wire, raw, headers, key.tags if key is not None else {})
+                tags = key.tags if key is not None else {}
+                inbound = (
+                    parse_responses(raw, headers, tags)
+                    if scope["path"] == RESPONSES
+                    else parse(wire, raw, headers, tags)
+                )
                 model = inbound.model
                 chain = self.config.chain(inbound.model)
                 if chain is None:

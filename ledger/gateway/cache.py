@@ -52,7 +52,8 @@ Answer = dict[str, Any]
 def key_of(inbound: Inbound) -> str:
     """The cache key of a request (see the module docstring)."""
     text = json.dumps(inbound.body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return f"gw:{inbound.wire}:" + cache_key(text, inbound.identity.locale, inbound.model)
+    wire = "responses" if inbound.responses is not None else inbound.wire  # answered apart
+    return f"gw:{wire}:" + cache_key(text, inbound.identity.locale, inbound.model)
 
 
 #: A stream longer than this is relayed but not stored (a cache entry is not a log).

@@ -29,6 +29,7 @@ import msgspec
 
 from ledger.attempt import Call
 from ledger.gateway.config import Wire
+from ledger.gateway.responses import Untranslatable, to_chat
 
 SESSION_HEADERS: Final = (b"x-session-id", b"x-ledger-session-id")
 ACTOR_HEADERS: Final = (b"x-actor-id", b"x-ledger-actor-id")
@@ -69,6 +70,9 @@ class Inbound:
     body: Mapping[str, Any]
     stream: bool
     identity: Identity
+    #: The Responses API request this call answers (``POST /v1/responses``): ``body`` is
+    #: its chat-completions translation, the answer is re-told as a Responses object.
+    responses: Mapping[str, Any] | None = None
 
     @property
     def include_usage(self) -> bool:
@@ -165,3 +169,26 @@ def parse(
     identity = identity_of(headers, body, key_tags)
     body.pop("session_id", None)
     return Inbound(wire=wire, model=model, body=body, stream=stream, identity=identity)
+
+
+def parse_responses(
+    raw: bytes | bytearray, headers: Mapping[bytes, bytes], key_tags: Mapping[str, str]
+) -> Inbound:
+    """A ``POST /v1/responses`` request, translated to chat completions
+    (:func:`ledger.gateway.responses.to_chat`; ``BadRequest`` says what cannot be)."""
+    body = _json(raw, "the request body")
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("'model' is required (a public model name this gateway serves)")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise BadRequest("'stream' must be true or false")
+    identity = identity_of(headers, body, key_tags)
+    body.pop("session_id", None)
+    try:
+        chat = to_chat(body)
+    except Untranslatable as exc:
+        raise BadRequest(str(exc)) from None
+    return Inbound("chat", model, chat, stream, identity, responses=body)

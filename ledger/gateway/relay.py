@@ -39,7 +39,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import httpx
 
@@ -50,6 +50,9 @@ from ledger.events import UsageEvent
 from ledger.gateway.answers import JSON, NO_STORE, SSE, error_response, exhausted_response
 from ledger.gateway.config import Target, Wire
 from ledger.gateway.inbound import BadRequest, Inbound
+from ledger.gateway.responses import chat_to_response
+from ledger.gateway.responses import dumps as dump_json
+from ledger.gateway.responses_stream import ChatToResponses
 from ledger.gateway.translate import (
     chat_to_message,
     chat_to_messages,
@@ -180,6 +183,25 @@ class _Passthrough:
         return b""
 
 
+class _Transform(Protocol):
+    def feed(self, data: bytes) -> bytes: ...
+    def close(self) -> bytes: ...
+
+
+class _Then:
+    """One stream transform, then another (an Anthropic stream re-told as chat, then as
+    the Responses API's events)."""
+
+    def __init__(self, first: _Transform, second: _Transform) -> None:
+        self.first, self.second = first, second
+
+    def feed(self, data: bytes) -> bytes:
+        return self.second.feed(self.first.feed(data))
+
+    def close(self) -> bytes:
+        return self.second.feed(self.first.close()) + self.second.close()
+
+
 class Caller:
     """Runs calls for the app: ``await caller.run(inbound, chain, send)``."""
 
@@ -284,7 +306,7 @@ class Caller:
             exchange.finish(broken=exc)
             return exchange.error
         exchange.feed(body)
-        passthrough = target.wire == inbound.wire
+        passthrough = target.wire == inbound.wire and inbound.responses is None
         if last and passthrough and 200 <= response.status_code < 300:
             # Nothing left to fall back to: the client gets the provider's answer first and
             # the row (parse, price, journal) is written after, off the client's latency.
@@ -296,12 +318,15 @@ class Caller:
             return exchange.error
         if not passthrough:
             data = json.loads(body)
-            back = (
-                message_to_chat(data, structured_output_tool(inbound.body))
-                if inbound.wire == "chat"
-                else chat_to_message(data)
-            )
-            body = json.dumps(back, ensure_ascii=False).encode()
+            if target.wire != inbound.wire:
+                data = (
+                    message_to_chat(data, structured_output_tool(inbound.body))
+                    if inbound.wire == "chat"
+                    else chat_to_message(data)
+                )
+            if inbound.responses is not None:
+                data = chat_to_response(data, inbound.responses)
+            body = dump_json(data)
         headers = [JSON, *_call_header(outcome)]
         await _answer(send, response.status_code, headers, body, outcome)
         return None
@@ -316,8 +341,15 @@ class Caller:
         last: bool,
         outcome: Outcome,
     ) -> ProviderError | None:
-        transform: _Passthrough | _WholeEvents | _UsageStripper | MessagesToChat | ChatToMessages
-        if target.wire != inbound.wire and inbound.wire == "chat":
+        transform: _Transform
+        if inbound.responses is not None:
+            transform = _Then(
+                MessagesToChat(include_usage=True, structured=structured_output_tool(inbound.body))
+                if target.wire == "messages"
+                else _Passthrough(),
+                ChatToResponses(inbound.responses),
+            )
+        elif target.wire != inbound.wire and inbound.wire == "chat":
             transform = MessagesToChat(
                 include_usage=inbound.include_usage,
                 structured=structured_output_tool(inbound.body),

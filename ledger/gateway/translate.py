@@ -21,8 +21,11 @@ The other way (an Anthropic-wire client whose chain reaches an OpenAI-wire
 provider) translates the same features; ``cache_control`` marks are dropped there
 (OpenAI-style providers cache prefixes by themselves), a ``tool_result`` with
 ``is_error: true`` becomes a tool message whose text says the tool failed (OpenAI's
-tool messages have no error flag; LangChain sets it on every failed tool), and
-``top_k``, ``thinking`` and documents are refused.
+tool messages have no error flag; LangChain sets it on every failed tool), earlier
+turns' ``thinking`` blocks are dropped (Anthropic strips them from the context itself;
+chat completions take no reasoning back), and ``top_k``, ``thinking`` and documents are
+refused. A function tool's ``strict`` goes to Anthropic as its own ``strict`` (strict
+tool use: inputs that follow the schema).
 """
 
 from __future__ import annotations
@@ -280,14 +283,14 @@ def _tool(tool: Any, i: int) -> dict[str, Any]:
     function = tool.get("function") if isinstance(tool, dict) else None
     if not isinstance(function, dict) or tool.get("type") != "function":
         raise Untranslatable(f"tools[{i}] (a non-function tool)", "Anthropic messages")
-    if function.get("strict"):
-        raise Untranslatable(f"tools[{i}].function.strict", "Anthropic messages")
     out = {
         "name": function.get("name"),
         "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
     }
     if function.get("description"):
         out["description"] = function["description"]
+    if function.get("strict"):
+        out["strict"] = True  # Anthropic's strict tool use: inputs that follow the schema
     return out
 
 
@@ -480,6 +483,10 @@ def _chat_messages(message: Any, where: str) -> list[dict[str, Any]]:
             arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
             function = {"name": block.get("name"), "arguments": arguments}
             calls.append({"id": block.get("id"), "type": "function", "function": function})
+        elif kind in ("thinking", "redacted_thinking") and role == "assistant":
+            # Dropped: Anthropic itself strips earlier turns' thinking from the context,
+            # and chat completions take no reasoning back.
+            continue
         elif kind == "tool_result" and role == "user":
             text = _chat_text(block.get("content") or "", f"{where}.content[{j}].content")
             if block.get("is_error") and not text.lower().startswith("error"):

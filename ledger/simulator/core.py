@@ -22,8 +22,9 @@ from ledger.simulator.catalog import Catalog, ModelPool, Service, UpstreamSpec, 
 from ledger.simulator.clock import Clock, VirtualClock
 from ledger.simulator.faults import FAILING_KINDS, Fault, FaultInjector, FaultKind
 from ledger.simulator.generations import GenerationStore, RouterTry
-from ledger.simulator.promptcache import CacheResult, Prompt, PromptCache
+from ledger.simulator.promptcache import CacheResult, Prompt, PromptCache, text_tokens
 from ledger.simulator.routing import ProviderPrefs, Router, StickyKey
+from ledger.simulator.structured import Shaped, Wanted, pieces_of, shape
 
 _MTOK: Final = Decimal(1_000_000)
 _ALNUM: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -53,6 +54,8 @@ class ChatRequest:
     account: str = "anonymous"
     #: The request asked OpenRouter for its router metadata (``X-OpenRouter-Metadata``).
     router_metadata: bool = False
+    #: Tools and output format: whether the answer is a tool call or JSON, not free text.
+    wanted: Wanted = field(default_factory=Wanted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,9 @@ class Completion:
     Routed (OpenRouter) completions say what the router did: ``tried`` every upstream it
     sent the request to, in order (the failures it fell back past, then the one that
     served), and ``endpoints`` the candidates it considered.
+
+    ``tool``: the answer is a call of this tool, ``pieces`` the fragments of its JSON
+    arguments (:mod:`ledger.simulator.structured`); None: ``pieces`` are the text.
     """
 
     ident: str
@@ -96,6 +102,7 @@ class Completion:
     fault: Fault | None = None
     tried: tuple[RouterTry, ...] = ()
     endpoints: tuple[str, ...] = ()
+    tool: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,17 +375,24 @@ class Simulator:
             if caching
             else CacheResult(0, 0)
         )
-        output = self.rng.randint(self.min_output_tokens, self.max_output_tokens)
-        if req.max_tokens is not None:
-            output = max(1, min(output, req.max_tokens))
+        shaped = None if req.wanted.plain else shape(req.wanted)
+        if shaped is None:
+            output = self.rng.randint(self.min_output_tokens, self.max_output_tokens)
+            if req.max_tokens is not None:
+                output = max(1, min(output, req.max_tokens))
+        else:
+            shaped, output = _capped(shaped, req.max_tokens)
         usage = charge(spec, req.prompt.tokens, used.read_tokens, used.write_tokens, output)
         lat = spec.latency
         ttft = extra + lat.ttft_median_s * math.exp(lat.ttft_sigma * self.rng.gauss(0.0, 1.0))
-        words = self.rng.choices(_WORDS, k=output)
-        pieces = tuple(
-            (" " if i else "") + " ".join(words[i : i + _WORDS_PER_PIECE])
-            for i in range(0, output, _WORDS_PER_PIECE)
-        )
+        if shaped is None:
+            words = self.rng.choices(_WORDS, k=output)
+            pieces = tuple(
+                (" " if i else "") + " ".join(words[i : i + _WORDS_PER_PIECE])
+                for i in range(0, output, _WORDS_PER_PIECE)
+            )
+        else:
+            pieces = pieces_of(shaped.text, self.rng)
         total_s = ttft + output / lat.tokens_per_s
         if spec.capacity is not None:
             heapq.heappush(self._in_flight[(req.service, req.model, spec.name)], now + total_s)
@@ -392,7 +406,17 @@ class Simulator:
             ttft_s=ttft,
             total_s=total_s,
             fault=fault,
+            tool=shaped.tool if shaped is not None else None,
         )
+
+
+def _capped(shaped: Shaped, max_tokens: int | None) -> tuple[Shaped, int]:
+    """A tool call or JSON document and its output tokens, cut at ``max_tokens`` as a
+    model's output is (the caller sees the finish reason say so)."""
+    tokens = max(1, text_tokens(shaped.text))
+    if max_tokens is None or tokens <= max_tokens:
+        return shaped, tokens
+    return replace(shaped, text=shaped.text[: max_tokens * 4]), max_tokens
 
 
 _RENDERED_KINDS: Final = frozenset({FaultKind.MIDSTREAM_ERROR, FaultKind.MALFORMED_BODY})

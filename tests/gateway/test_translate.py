@@ -268,3 +268,37 @@ def test_an_openai_stream_becomes_anthropic_events_the_sdk_accumulates(piece: in
     final = events[-2]
     assert final.type == "message_delta" and final.usage.output_tokens > 0
     assert final.delta.stop_reason == "end_turn"
+
+
+def test_earlier_thinking_is_dropped_on_the_way_to_openai() -> None:
+    from ledger.gateway.translate import messages_to_chat
+
+    body = {
+        "model": "claude-haiku",
+        "max_tokens": 64,
+        "messages": [
+            {"role": "user", "content": "Plan it."},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                    {"type": "redacted_thinking", "data": "xyz"},
+                    {"type": "text", "text": "Planned."},
+                ],
+            },
+            {"role": "user", "content": "Go on."},
+        ],
+    }
+    out = messages_to_chat(body, "gpt-4o-mini")
+    assert out["messages"][1] == {"role": "assistant", "content": "Planned."}
+
+
+def test_a_strict_function_tool_is_strict_tool_use_on_anthropic() -> None:
+    tool = {"name": "read", "parameters": {"type": "object", "properties": {}}, "strict": True}
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": tool}],
+    }
+    (out,) = chat_to_messages(body, "claude-haiku-4-5-20251001")["tools"]
+    assert out == {"name": "read", "input_schema": tool["parameters"], "strict": True}

@@ -11,6 +11,11 @@ with a top-level ``error`` and ``finish_reason: "error"``). OpenAI streams
 send ``"usage": null`` on every chunk and a final usage chunk only when
 ``stream_options.include_usage`` is true.
 
+Tools and ``response_format`` are answered by :mod:`ledger.simulator.structured`'s
+policy: a tool call is ``message.tool_calls`` (``function.arguments`` a JSON string,
+``content`` null, ``finish_reason: "tool_calls"``), streamed as ``delta.tool_calls``
+fragments (the first naming the call's id and function); JSON is the content.
+
 Router metadata (OpenRouterTeam/docs ``guides/features/router-metadata.mdx``): a
 request with ``X-OpenRouter-Metadata: enabled`` (or the legacy
 ``X-OpenRouter-Experimental-Metadata``; the value matched case-insensitively) gets
@@ -27,6 +32,7 @@ from ledger.simulator.catalog import Service
 from ledger.simulator.core import ChatRequest, Completion, Failure, Usage
 from ledger.simulator.faults import FaultKind
 from ledger.simulator.routing import ProviderPrefs
+from ledger.simulator.structured import Tool, Wanted, last_user_text
 from ledger.simulator.wire.common import (
     JSON_TYPE,
     SSE_TYPE,
@@ -123,9 +129,51 @@ def parse(service: Service, headers: Mapping[str, str], raw: bytes) -> tuple[Cha
         provider=parse_provider(body.get("provider")) if router else ProviderPrefs(),
         account=account,
         router_metadata=router and wants_router_metadata(headers),
+        wanted=wanted(body),
     )
     # OpenRouter always reports usage (``usage.include`` is deprecated and ignored).
     return request, include_usage or router
+
+
+def wanted(body: Mapping[str, Any]) -> Wanted:
+    """What the answer must be: ``tools``/``tool_choice`` and ``response_format``."""
+    tools: list[Tool] = []
+    for entry in body.get("tools") or ():
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise BadRequest("each tool must be {'type': 'function', 'function': {'name': …}}")
+        tools.append(Tool(function["name"], function.get("parameters") or {}))
+    choice = body.get("tool_choice", "auto")
+    if isinstance(choice, dict):
+        function = choice.get("function")
+        choice = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(choice, str):
+        raise BadRequest("tool_choice must be none, auto, required or a named function")
+    schema, json_mode = _response_format(body.get("response_format"))
+    messages = body.get("messages")
+    history = messages if isinstance(messages, list) else []
+    last = history[-1] if history else None
+    return Wanted(
+        tools=tuple(tools),
+        tool_choice=choice,
+        json_schema=schema,
+        json_mode=json_mode,
+        after_tool_result=isinstance(last, dict) and last.get("role") in ("tool", "function"),
+        user_text=last_user_text(history),
+    )
+
+
+def _response_format(value: Any) -> tuple[dict[str, Any] | None, bool]:
+    """(the json_schema's schema, json_object) of ``response_format``."""
+    if not isinstance(value, dict) or value.get("type") in (None, "text"):
+        return None, False
+    if value["type"] == "json_object":
+        return None, True
+    spec = value.get("json_schema")
+    if value["type"] != "json_schema" or not isinstance(spec, dict):
+        raise BadRequest("response_format must be text, json_object or json_schema")
+    schema = spec.get("schema")
+    return (schema if isinstance(schema, dict) else {"type": "object"}), False
 
 
 def wants_router_metadata(headers: Mapping[str, str]) -> bool:
@@ -211,7 +259,29 @@ def completion_id(done: Completion, openrouter: bool) -> str:
 
 def _finish(done: Completion, request: ChatRequest) -> str:
     capped = request.max_tokens is not None and done.usage.completion_tokens >= request.max_tokens
-    return "length" if capped else "stop"
+    if capped:
+        return "length"
+    return "tool_calls" if done.tool is not None else "stop"
+
+
+def _call_id(done: Completion) -> str:
+    return "call_" + done.ident
+
+
+def _tool_calls(done: Completion, arguments: str) -> list[dict[str, Any]]:
+    function = {"name": done.tool, "arguments": arguments}
+    return [{"id": _call_id(done), "type": "function", "function": function}]
+
+
+def _delta(done: Completion, index: int, piece: str) -> dict[str, Any]:
+    """One streamed piece: text, or a fragment of the tool call's arguments (the first
+    chunk names the call, as OpenAI's do; later ones carry only ``index`` and text)."""
+    if done.tool is None:
+        return {"role": "assistant", "content": piece}
+    if index == 0:
+        call = {"index": 0, **_tool_calls(done, piece)[0]}
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
+    return {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
 
 
 def _headers(gen_id: str, openrouter: bool, content_type: tuple[str, str]) -> list[tuple[str, str]]:
@@ -226,11 +296,14 @@ def render_completion(done: Completion, request: ChatRequest, include_usage: boo
     if request.stream:
         return _render_stream(done, request, include_usage, gen_id)
     finish = _finish(done, request)
+    text = "".join(done.pieces)
     message: dict[str, Any] = {
         "role": "assistant",
-        "content": "".join(done.pieces),
+        "content": text if done.tool is None else None,
         "refusal": None,
     }
+    if done.tool is not None:
+        message["tool_calls"] = _tool_calls(done, text)
     choice: dict[str, Any] = {
         "index": 0,
         "message": message,
@@ -294,8 +367,7 @@ def _render_stream(
                 chunks + _broken(fault, head, openrouter),
                 streamed=True,
             )
-        delta: dict[str, Any] = {"role": "assistant", "content": piece}
-        chunks.append((first_delay if i == 0 else gap, chunk(delta, None)))
+        chunks.append((first_delay if i == 0 else gap, chunk(_delta(done, i, piece), None)))
     if fault is not None and stop_after >= len(done.pieces):
         chunks += _broken(fault, head, openrouter)
         return Reply(200, _headers(gen_id, openrouter, SSE_TYPE), chunks, streamed=True)

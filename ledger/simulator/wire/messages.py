@@ -8,15 +8,22 @@ counts only the uncached prompt (cache reads and writes are reported apart in
 ``message_delta`` (cumulative usage), ``message_stop``; a failing stream sends
 ``event: error``. Error bodies are ``{"type": "error", "error": {...},
 "request_id": ...}``. Caching needs ``cache_control`` (top level or on a block).
+
+Tools and ``output_config.format`` are answered by :mod:`ledger.simulator.structured`'s
+policy: a tool call is a ``tool_use`` block (``stop_reason: "tool_use"``), streamed as a
+``content_block_start`` with empty ``input`` then ``input_json_delta`` fragments; JSON
+output is the text block.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Final
 
 from ledger.simulator.core import ChatRequest, Completion, Failure, Usage
 from ledger.simulator.faults import FaultKind
+from ledger.simulator.structured import Tool, Wanted, last_user_text
 from ledger.simulator.wire.common import (
     JSON_TYPE,
     SSE_TYPE,
@@ -65,6 +72,44 @@ def parse(headers: Mapping[str, str], raw: bytes) -> ChatRequest:
         stream=body.get("stream") is True,
         max_tokens=max_tokens,
         account=account,
+        wanted=wanted(body),
+    )
+
+
+def wanted(body: Mapping[str, Any]) -> Wanted:
+    """What the answer must be: ``tools``/``tool_choice``, and ``output_config.format``
+    (or the beta's ``output_format``) for JSON."""
+    tools: list[Tool] = []
+    for entry in body.get("tools") or ():
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise BadRequest("tools: each tool needs a name")
+        tools.append(Tool(entry["name"], entry.get("input_schema") or {}))
+    choice = body.get("tool_choice") or {"type": "auto"}
+    if not isinstance(choice, dict) or choice.get("type") not in ("auto", "any", "tool", "none"):
+        raise BadRequest("tool_choice: type must be auto, any, tool or none")
+    named = {"any": "required", "tool": choice.get("name")}.get(choice["type"], choice["type"])
+    if not isinstance(named, str):
+        raise BadRequest("tool_choice: a tool choice of type tool needs a name")
+    config = body.get("output_config")
+    output = (config.get("format") if isinstance(config, dict) else None) or body.get(
+        "output_format"
+    )
+    schema = output.get("schema") if isinstance(output, dict) else None
+    history = body.get("messages")
+    history = history if isinstance(history, list) else []
+    return Wanted(
+        tools=tuple(tools),
+        tool_choice=named,
+        json_schema=schema if isinstance(schema, dict) else None,
+        after_tool_result=bool(history) and _carries_tool_result(history[-1]),
+        user_text=last_user_text(history),
+    )
+
+
+def _carries_tool_result(message: Any) -> bool:
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
     )
 
 
@@ -88,7 +133,26 @@ def _usage(usage: Usage, output_tokens: int) -> dict[str, Any]:
 
 def _stop_reason(done: Completion, request: ChatRequest) -> str:
     capped = request.max_tokens is not None and done.usage.completion_tokens >= request.max_tokens
-    return "max_tokens" if capped else "end_turn"
+    if capped:
+        return "max_tokens"
+    return "tool_use" if done.tool is not None else "end_turn"
+
+
+def _block(done: Completion, text: str) -> dict[str, Any]:
+    """The answer's content block: text, or a ``tool_use`` with ``input`` parsed from
+    ``text`` (a call cut short by max_tokens keeps an empty input)."""
+    if done.tool is None:
+        return {"type": "text", "text": text}
+    try:
+        arguments = json.loads(text) if text else {}
+    except ValueError:
+        arguments = {}
+    return {
+        "type": "tool_use",
+        "id": "toolu_01" + done.ident[:22],
+        "name": done.tool,
+        "input": arguments,
+    }
 
 
 def _headers(done: Completion, content_type: tuple[str, str]) -> list[tuple[str, str]]:
@@ -103,7 +167,7 @@ def render_completion(done: Completion, request: ChatRequest) -> Reply:
         "type": "message",
         "role": "assistant",
         "model": done.model,
-        "content": [{"type": "text", "text": "".join(done.pieces)}],
+        "content": [_block(done, "".join(done.pieces))],
         "stop_reason": _stop_reason(done, request),
         "stop_sequence": None,
         "usage": _usage(done.usage, done.usage.completion_tokens),
@@ -132,7 +196,7 @@ def _render_stream(done: Completion, request: ChatRequest) -> Reply:
     block = {
         "type": "content_block_start",
         "index": 0,
-        "content_block": {"type": "text", "text": ""},
+        "content_block": _block(done, ""),
     }
     chunks: list[tuple[float, bytes]] = [
         (0.0, sse_event("message_start", start)),
@@ -145,7 +209,11 @@ def _render_stream(done: Completion, request: ChatRequest) -> Reply:
         delta = {
             "type": "content_block_delta",
             "index": 0,
-            "delta": {"type": "text_delta", "text": piece},
+            "delta": (
+                {"type": "text_delta", "text": piece}
+                if done.tool is None
+                else {"type": "input_json_delta", "partial_json": piece}
+            ),
         }
         chunks.append((first_delay if i == 0 else gap, sse_event("content_block_delta", delta)))
     if fault is not None:
