@@ -198,7 +198,7 @@ def test_a_prefix_that_changes_every_turn_is_cheaper_uncached(
     assert (advice["best_ttl"], advice["verdict"]) == ("none", "switch")
     assert advice["reuse_observed"] is True and advice["prefix_reuse"] == 0.0
     assert advice["monthly_effect_usd"] == pytest.approx(effect[0]) and effect[0] < 0
-    assert advice["setting"] == "no cache_control (remove it from the request)"
+    assert advice["setting"] == "remove cache_control"
 
 
 def test_openai_has_no_write_premium_and_no_advice(

@@ -54,7 +54,7 @@
 --                              sessions, no prefix cached, or no rates), 'does_not_apply'
 --                              (no cache write premium: OpenAI's automatic caching)
 --   setting                  = for 'switch', the cache_control to put on the last block
---                              the turns share (or to remove); NULL otherwise
+--                              the turns share, or 'remove cache_control'; NULL otherwise
 --   headline, reason         = one line, and the figures behind it
 CREATE OR REPLACE VIEW cache_ttl_advice AS
 WITH turns AS (
@@ -97,9 +97,9 @@ agents AS (
             WHEN 2 * sum(cache_write_1h_tokens) > sum(cache_write_tokens) THEN '1h'
             ELSE '5m' END AS current_ttl,
         quantile_cont(gap_s, 0.5) FILTER (WHERE upstream = previous_upstream) AS gap_p50_s,
-        avg(CASE WHEN gap_s <= 300 THEN 1.0 ELSE 0.0 END)
+        avg(CASE WHEN gap_s <= 300 THEN CAST(1 AS DOUBLE) ELSE CAST(0 AS DOUBLE) END)
             FILTER (WHERE upstream = previous_upstream) AS within_5m_share,
-        avg(CASE WHEN gap_s <= 3600 THEN 1.0 ELSE 0.0 END)
+        avg(CASE WHEN gap_s <= 3600 THEN CAST(1 AS DOUBLE) ELSE CAST(0 AS DOUBLE) END)
             FILTER (WHERE upstream = previous_upstream) AS within_1h_share
     FROM paired
     GROUP BY actor_id, requested_model, provider
@@ -315,7 +315,7 @@ SELECT
     CASE WHEN verdict <> 'switch' THEN NULL
         WHEN best_ttl = '1h' THEN 'cache_control: {"type": "ephemeral", "ttl": "1h"}'
         WHEN best_ttl = '5m' THEN 'cache_control: {"type": "ephemeral"}'
-        ELSE 'no cache_control (remove it from the request)' END AS setting,
+        ELSE 'remove cache_control' END AS setting,
     CASE verdict
         WHEN 'switch' THEN printf('switch to %s: %s$%.2f per 30 days (%.2f to %.2f)',
             CASE best_ttl WHEN 'none' THEN 'no caching' ELSE best_ttl || ' writes' END,
