@@ -86,6 +86,8 @@ LOADERS: Final[dict[str, Callable[..., Any]]] = {
             "cost_attribution",
             "provider_order_verdict",
             "switch_costs",
+            "cache_economics",
+            "cache_ttl_advice",
         )
     },
     **{

@@ -1,4 +1,5 @@
-"""Cache: prompt-cache hit rates by agent, upstream and key sent; decay with idle gaps."""
+"""Cache: prompt-cache hit rates by agent, upstream and key sent; decay with idle gaps;
+whether caching pays and the cache lifetime to choose."""
 
 from __future__ import annotations
 
@@ -95,6 +96,42 @@ def decay(chosen: Filters) -> None:
     fmt.table(frame.drop(columns=["gap_order", "gap_from_s", "gap_to_s"]), "cache_decay_by_key")
 
 
+ECONOMICS_COLUMNS = [
+    "actor_id", "requested_model", "upstream", "cache_write_tokens", "written_read_share",
+    "unread_write_cost_usd", "read_saving_usd", "net_effect_usd",
+]  # fmt: skip
+ADVICE_COLUMNS = [
+    "actor_id", "requested_model", "provider", "verdict", "current_ttl", "best_ttl",
+    "monthly_effect_usd", "monthly_effect_low_usd", "monthly_effect_high_usd",
+    "none_monthly_usd", "ttl_5m_monthly_usd", "ttl_1h_monthly_usd", "gap_p50_s",
+    "within_5m_share", "prefix_reuse", "reason",
+]  # fmt: skip
+
+
+def economics(chosen: Filters) -> None:
+    """Does caching pay (cache_economics), and which cache lifetime to write with
+    (cache_ttl_advice): each ``switch`` as its headline and the setting to paste."""
+    st.subheader("Does prompt caching pay?")
+    frame = data.load("cache_economics", chosen)
+    frame = frame[frame["cache_write_tokens"] + frame["cache_read_tokens"] > 0]
+    if frame.empty:
+        st.info("No served call read or wrote the prompt cache under these filters.")
+        return
+    fmt.table(frame, "cache_economics", columns=ECONOMICS_COLUMNS)
+    st.caption("A write is read when the session's next call on the same upstream reads it "
+               "within its lifetime. Net below zero: caching saved money.")  # fmt: skip
+    advice = data.load("cache_ttl_advice", chosen)
+    advice = advice[advice["verdict"] != "does_not_apply"]
+    if advice.empty:
+        return
+    st.subheader("Cache lifetime: 5 minutes or 1 hour?")
+    for row in advice[advice["verdict"] == "switch"].to_dict("records"):
+        # ledger strings are data: plain text, never Markdown
+        st.text(f"{row['actor_id']} · {row['requested_model']}: {row['headline']}")
+        st.code(str(row["setting"]), language=None)
+    fmt.table(advice, "cache_ttl_advice", columns=ADVICE_COLUMNS)
+
+
 def main() -> None:
     st.title("Prompt-cache hits")
     chosen = filters.current()
@@ -115,6 +152,7 @@ def main() -> None:
                "(a fallback chain's anthropic, say) is marked direct.")  # fmt: skip
     fmt.table(upstreams, "cache_hits_by_upstream")
     decay(chosen)
+    economics(chosen)
 
 
 main()

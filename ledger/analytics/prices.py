@@ -15,6 +15,7 @@ from typing import Final
 
 import duckdb
 
+from ledger.analytics import cache_rates
 from ledger.analytics.figures import cache_read_discount
 
 MTOK: Final = 1_000_000
@@ -41,6 +42,7 @@ ORDER BY requested_model
 
 def ensure_table(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(DDL)
+    cache_rates.ensure_table(con)  # the cache views' rates, kept the same way
 
 
 def refresh(con: duckdb.DuckDBPyConnection) -> int:
@@ -49,4 +51,4 @@ def refresh(con: duckdb.DuckDBPyConnection) -> int:
     for model, provider in rows:
         discount = cache_read_discount(str(provider), str(model), MTOK)
         con.execute("INSERT INTO model_prices VALUES (?, ?, ?)", [model, provider, discount])
-    return len(rows)
+    return len(rows) + cache_rates.refresh(con)

@@ -51,6 +51,8 @@ VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
     "switch_counts": ("switch_moves",),
     "switch_costs": ("switch_counts",),
     "cache_decay": ("transitions",),
+    "cache_economics": (),
+    "cache_ttl_advice": ("ledger_span",),
     "provider_order_verdict": (
         "upstream_scorecard",
         "upstream_clusters",
@@ -95,6 +97,8 @@ VIEW_ORDER: Final[dict[str, str]] = {
     "provider_order_verdict": "requested_model",
     "switch_costs": "requested_model, actor_id NULLS LAST, day",
     "cache_decay": "requested_model, gap_order",
+    "cache_economics": "actor_id NULLS LAST, requested_model, provider, upstream",
+    "cache_ttl_advice": "actor_id NULLS LAST, requested_model, provider",
 }
 
 _CREATE = re.compile(r"CREATE OR REPLACE VIEW\s+(\w+)\s+AS\s+(.*?);?\s*\Z", re.DOTALL | re.I)

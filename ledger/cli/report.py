@@ -27,6 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ledger.analytics import Analytics
+from ledger.cli.cache_report import cache_section
 from ledger.cli.tables import VERDICT_STYLE, VERDICT_WORDS, cell, print_frame, safe
 from ledger.store.engine import database_url, display_url
 
@@ -170,6 +171,7 @@ def report_body(out: Console, analytics: Analytics, where: str) -> None:
         )
         out.print()
     switch_cost_line(out, analytics)
+    cache_section(out, analytics)
 
 
 def switch_cost_line(out: Console, analytics: Analytics) -> None:

@@ -21,13 +21,14 @@ from pathlib import Path
 import duckdb
 import pyarrow.dataset as pads
 
-from ledger.analytics import prices
+from ledger.analytics import cache_rates, prices
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.lake import derive
 from ledger.lake import manifest as mf
 from ledger.lake.export import open_target
 from ledger.lake.views import (
     PROVIDER_ATTEMPTS,
+    PROVIDER_PAIRS,
     definitions,
     inline_settings,
     model_prices,
@@ -59,6 +60,8 @@ def connect(
     rows = model_prices(con.execute(PROVIDER_ATTEMPTS).fetchall())
     if rows:
         con.executemany("INSERT INTO model_prices VALUES (?, ?, ?)", rows)
+    if rates := cache_rates.rows(con.execute(PROVIDER_PAIRS).fetchall()):
+        con.executemany("INSERT INTO cache_rates VALUES (?, ?, ?, ?, ?, ?)", rates)
     values = settings_values(settings)
     for name, body in definitions(stored=state is not None):
         con.execute(f"CREATE VIEW {name} AS {inline_settings(body, values)}")

@@ -29,12 +29,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from ledger.analytics import cache_rates
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.lake import derive
 from ledger.lake import manifest as mf
 from ledger.lake.export import PARTITION, lake_schema, open_target
 from ledger.lake.spark_sql import to_spark
-from ledger.lake.views import PROVIDER_ATTEMPTS, definitions, model_prices, settings_values
+from ledger.lake.views import (
+    PROVIDER_ATTEMPTS,
+    PROVIDER_PAIRS,
+    definitions,
+    model_prices,
+    settings_values,
+)
 from ledger.schema import TABLE_NAME
 
 if TYPE_CHECKING:
@@ -119,6 +126,9 @@ def register_views(
         model_prices(counts),
         "requested_model string, provider string, discount_per_mtok decimal(20,10)",
     ).createOrReplaceTempView("model_prices")
+    pairs = [(str(r[0]), str(r[1])) for r in spark.sql(PROVIDER_PAIRS).collect()]
+    rates = cache_rates.rows(pairs)
+    spark.createDataFrame(rates, cache_rates.SPARK_SCHEMA).createOrReplaceTempView("cache_rates")
     values = settings_values(settings)
     names: list[str] = []
     for name, body in definitions(stored=state is not None):

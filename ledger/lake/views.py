@@ -61,6 +61,12 @@ PROVIDER_ATTEMPTS: Final = (
 )
 
 
+#: The (provider, requested model) pairs of the attempts, for ``cache_rates``.
+PROVIDER_PAIRS: Final = (
+    "SELECT DISTINCT provider, requested_model FROM token_usage WHERE attempt >= 1"
+)
+
+
 def model_prices(
     counts: Iterable[tuple[str, str, int]],
 ) -> list[tuple[str, str, Decimal | None]]:

@@ -54,6 +54,9 @@ class UpstreamSpec:
     output_per_mtok: Decimal
     cache_read_per_mtok: Decimal | None = None
     cache_write_per_mtok: Decimal | None = None
+    #: The price of a 1-hour write (Anthropic: 2x input); None: the upstream keeps
+    #: one lifetime (``cache_ttl_s``) whatever the request asks.
+    cache_write_1h_per_mtok: Decimal | None = None
     min_cacheable_tokens: int = 1024
     cache_ttl_s: float = 300.0
     requires_cache_control: bool = False
@@ -144,6 +147,7 @@ def _anthropic_family(name: str, slug: str, latency: Latency, error_rate: float)
         output_per_mtok=_d("15"),
         cache_read_per_mtok=_d("0.30"),
         cache_write_per_mtok=_d("3.75"),
+        cache_write_1h_per_mtok=_d("6"),
         min_cacheable_tokens=1024,
         requires_cache_control=True,
         latency=latency,
@@ -221,6 +225,7 @@ def default_catalog() -> Catalog:
         output_per_mtok=_d("5"),
         cache_read_per_mtok=_d("0.10"),
         cache_write_per_mtok=_d("1.25"),
+        cache_write_1h_per_mtok=_d("2"),
         min_cacheable_tokens=4096,
         requires_cache_control=True,
         latency=Latency(ttft_median_s=0.45, tokens_per_s=110.0),

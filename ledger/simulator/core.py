@@ -18,6 +18,7 @@ from decimal import Decimal
 from typing import Final
 
 from ledger.simulator.admin_reports import ReportStore
+from ledger.simulator.cachettl import FIVE_MINUTES_S
 from ledger.simulator.catalog import Catalog, ModelPool, Service, UpstreamSpec, default_catalog
 from ledger.simulator.clock import Clock, VirtualClock
 from ledger.simulator.faults import FAILING_KINDS, Fault, FaultInjector, FaultKind
@@ -56,6 +57,8 @@ class ChatRequest:
     router_metadata: bool = False
     #: Tools and output format: whether the answer is a tool call or JSON, not free text.
     wanted: Wanted = field(default_factory=Wanted)
+    #: The cache lifetime its ``cache_control`` markers ask for (:mod:`.cachettl`).
+    cache_ttl_s: float = FIVE_MINUTES_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,8 @@ class Usage:
     reasoning_tokens: int
     prompt_cost: Decimal
     completion_cost: Decimal
+    #: Of ``cache_write_tokens``, those written with a 1-hour lifetime (billed at its rate).
+    cache_write_1h_tokens: int = 0
 
     @property
     def uncached_tokens(self) -> int:
@@ -121,16 +126,22 @@ class Failure:
 Outcome = Completion | Failure
 
 
-def charge(spec: UpstreamSpec, prompt: int, read: int, write: int, output: int) -> Usage:
-    """The real charge of one served request on ``spec``, cache discounts included."""
+def charge(
+    spec: UpstreamSpec, prompt: int, read: int, write: int, output: int, *, write_1h: bool = False
+) -> Usage:
+    """The real charge of one served request on ``spec``, cache discounts included;
+    ``write_1h``: its writes have a 1-hour lifetime (priced at the 1-hour rate)."""
     read_price = spec.cache_read_per_mtok if spec.cache_read_per_mtok is not None else Decimal(0)
     write_price = spec.cache_write_per_mtok
     reported_write = write if write_price is not None else 0
+    long_price = spec.cache_write_1h_per_mtok
+    long_write = reported_write if write_1h and long_price is not None else 0
     uncached = prompt - read - reported_write
     prompt_cost = (
         uncached * spec.input_per_mtok
         + read * read_price
-        + reported_write * (write_price or Decimal(0))
+        + (reported_write - long_write) * (write_price or Decimal(0))
+        + long_write * (long_price or Decimal(0))
     ) / _MTOK
     reasoning = int(output * spec.reasoning_share)
     return Usage(
@@ -141,6 +152,7 @@ def charge(spec: UpstreamSpec, prompt: int, read: int, write: int, output: int) 
         reasoning_tokens=reasoning,
         prompt_cost=prompt_cost,
         completion_cost=output * spec.output_per_mtok / _MTOK,
+        cache_write_1h_tokens=long_write,
     )
 
 
@@ -370,8 +382,11 @@ class Simulator:
         self, req: ChatRequest, spec: UpstreamSpec, now: float, extra: float, fault: Fault | None
     ) -> Completion:
         caching = spec.has_cache and (req.prompt.cache_control or not spec.requires_cache_control)
+        # the request's lifetime where the upstream offers a choice of them (Anthropic's ttl)
+        long_ttl = spec.cache_write_1h_per_mtok is not None and req.cache_ttl_s > FIVE_MINUTES_S
+        ttl_s = req.cache_ttl_s if spec.cache_write_1h_per_mtok is not None else None
         used = (
-            self._cache_for(req.service, req.model, spec).use(req.prompt, now + extra)
+            self._cache_for(req.service, req.model, spec).use(req.prompt, now + extra, ttl_s)
             if caching
             else CacheResult(0, 0)
         )
@@ -382,7 +397,9 @@ class Simulator:
                 output = max(1, min(output, req.max_tokens))
         else:
             shaped, output = _capped(shaped, req.max_tokens)
-        usage = charge(spec, req.prompt.tokens, used.read_tokens, used.write_tokens, output)
+        usage = charge(
+            spec, req.prompt.tokens, used.read_tokens, used.write_tokens, output, write_1h=long_ttl
+        )
         lat = spec.latency
         ttft = extra + lat.ttft_median_s * math.exp(lat.ttft_sigma * self.rng.gauss(0.0, 1.0))
         if shaped is None:

@@ -112,11 +112,15 @@ class PromptCache:
                 return tokens
         return 0
 
-    def use(self, prompt: Prompt, now: float) -> CacheResult:
-        """Serve ``prompt`` at ``now``: read the longest live prefix, write the rest."""
+    def use(self, prompt: Prompt, now: float, ttl_s: float | None = None) -> CacheResult:
+        """Serve ``prompt`` at ``now``: read the longest live prefix, write the rest.
+
+        ``ttl_s`` is the lifetime the request asked for (Anthropic's ``ttl``), else the
+        upstream's; every prefix it touches lives at least that long from ``now``.
+        """
         read = self.peek(prompt, now)
         entries = self._entries
-        until = now + self.ttl_s
+        until = now + (ttl_s if ttl_s is not None else self.ttl_s)
         cacheable = 0
         for boundary, tokens in zip(prompt.boundaries, prompt.cumulative_tokens, strict=True):
             if tokens >= self.min_tokens:

@@ -29,6 +29,7 @@ from ledger.cli.tables import VERDICT_WORDS, safe
 from ledger.events import UsageEvent
 from ledger.store.ledger import Ledger
 from tests.analytics.builders import insert_rows, open_analytics
+from tests.analytics.test_cache_economics import chatty_agent, hourly_agent
 from tests.analytics.test_verdict import scenario_ledger
 from tests.cli.shell import ledger_cli
 from tests.dashboards.workload import record_workload
@@ -81,6 +82,28 @@ def test_a_warranted_verdict_says_what_to_paste_under_its_line(
     at = next(i for i, line in enumerate(lines) if line.startswith("  • minority:"))
     assert lines[at].startswith("  • minority: warranted — Ignore Amazon Bedrock")
     assert lines[at + 1] == '    paste: "provider": {"ignore":["amazon-bedrock"]}'
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_cache_lifetime_advice_says_what_to_paste(
+    sqlite_url: str, tmp_path: Path, width: int
+) -> None:
+    insert_rows(sqlite_url, [*hourly_agent(), *chatty_agent()])  # test_cache_economics' agents
+    open_analytics(sqlite_url, tmp_path, min_samples=20).close()
+    env = {
+        **os.environ,
+        "LEDGER_DATABASE_URL": sqlite_url,
+        "LEDGER_ANALYTICS_PATH": str(tmp_path / "analytics.duckdb"),
+        "COLUMNS": str(width),
+    }
+    result = ledger_cli("report", env=env)
+    assert result.returncode == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= width
+    flowing = " ".join(result.stdout.split())
+    assert "Prompt-cache economics" in flowing
+    assert "• hourly · claude-sonnet-4-5-20250929 (anthropic): switch — switch to 1h" in flowing
+    assert 'paste: cache_control: {"type": "ephemeral", "ttl": "1h"} on the last' in flowing
+    assert "• chatty · claude-sonnet-4-5-20250929 (anthropic): keep — keep 5m" in flowing
 
 
 def expected_verdicts(env: dict[str, str], tmp_path: Path) -> list[tuple[str, str]]:

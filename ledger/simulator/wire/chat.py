@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ledger.simulator.cachettl import requested_ttl_s
 from ledger.simulator.catalog import Service
 from ledger.simulator.core import ChatRequest, Completion, Failure, Usage
 from ledger.simulator.faults import FaultKind
@@ -130,6 +131,7 @@ def parse(service: Service, headers: Mapping[str, str], raw: bytes) -> tuple[Cha
         account=account,
         router_metadata=router and wants_router_metadata(headers),
         wanted=wanted(body),
+        cache_ttl_s=requested_ttl_s(body),
     )
     # OpenRouter always reports usage (``usage.include`` is deprecated and ignored).
     return request, include_usage or router

@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ledger.simulator.cachettl import requested_ttl_s
 from ledger.simulator.core import ChatRequest, Completion, Failure, Usage
 from ledger.simulator.faults import FaultKind
 from ledger.simulator.structured import Tool, Wanted, last_user_text
@@ -73,6 +74,7 @@ def parse(headers: Mapping[str, str], raw: bytes) -> ChatRequest:
         max_tokens=max_tokens,
         account=account,
         wanted=wanted(body),
+        cache_ttl_s=requested_ttl_s(body),
     )
 
 
@@ -123,8 +125,8 @@ def _usage(usage: Usage, output_tokens: int) -> dict[str, Any]:
         "cache_creation_input_tokens": usage.cache_write_tokens,
         "cache_read_input_tokens": usage.cached_tokens,
         "cache_creation": {
-            "ephemeral_5m_input_tokens": usage.cache_write_tokens,
-            "ephemeral_1h_input_tokens": 0,
+            "ephemeral_5m_input_tokens": usage.cache_write_tokens - usage.cache_write_1h_tokens,
+            "ephemeral_1h_input_tokens": usage.cache_write_1h_tokens,
         },
         "output_tokens": output_tokens,
         "service_tier": "standard",
