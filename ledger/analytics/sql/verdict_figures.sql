@@ -272,8 +272,16 @@ flagged AS (
     SELECT
         *,
         judgeable AND (errors_worse OR latency_worse OR cost_worse) AS worse,
-        -- what it was judged worse on, against what: the sentences are written from it
-        {'upstream': upstream, 'judged_against': best_upstream,
+        row_number() OVER (
+            PARTITION BY requested_model ORDER BY sessions_pinned DESC, upstream) AS pinned_rank,
+        -- what it was judged worse on, against what: the sentences are written from it.
+        -- Its first field orders a list of them (most harm first): an ordered aggregate
+        -- loses its order on Spark, a sorted list does not
+        {'harm_rank': row_number() OVER (
+                PARTITION BY requested_model,
+                    judgeable AND (errors_worse OR latency_worse OR cost_worse)
+                ORDER BY harm DESC, upstream),
+            'upstream': upstream, 'judged_against': best_upstream,
             'errors_worse': errors_worse, 'latency_worse': latency_worse,
             'cost_worse': cost_worse, 'error_rate': error_rate,
             'against_error_rate': best_error_rate, 'p95_ms': p95_latency_ms,
@@ -289,9 +297,9 @@ worse_set AS (
         list(slug ORDER BY harm DESC, upstream) AS worse_slugs,
         -- each with what it was judged against: with two worse upstreams, the
         -- first one's comparison may be the second, which is being dropped too
-        list(judgement ORDER BY harm DESC, upstream) AS worse_judged,
+        list_sort(list(judgement)) AS worse_judged,
         sum(pinned_share) AS worse_share,
-        list(upstream ORDER BY upstream) FILTER (WHERE NOT slug_known) AS derived_slugs
+        list_sort(list(upstream) FILTER (WHERE NOT slug_known)) AS derived_slugs
     FROM flagged
     WHERE worse
     GROUP BY requested_model
@@ -313,8 +321,7 @@ kept AS (
         requested_model,
         first(upstream ORDER BY quality_rank) FILTER (WHERE enough) AS good_upstream,
         list(slug ORDER BY quality_rank) FILTER (WHERE enough) AS good_slugs,
-        list(upstream ORDER BY quality_rank) FILTER (WHERE NOT slug_known AND enough)
-            AS good_derived,
+        list_sort(list(upstream) FILTER (WHERE NOT slug_known AND enough)) AS good_derived,
         sum(error_rate * weight) / nullif(sum(weight), 0) AS mix_error_rate,
         sum(cost_per_mtok * weight) FILTER (WHERE cost_per_mtok IS NOT NULL)
             / nullif(sum(weight) FILTER (WHERE cost_per_mtok IS NOT NULL), 0)
@@ -383,9 +390,9 @@ per_model AS (
         string_agg(upstream, ', ' ORDER BY sessions_pinned DESC, upstream) FILTER (WHERE worse)
             AS worse_upstreams,
         bool_or(judgeable) AS any_judgeable,
-        list({'upstream': upstream, 'attempts': attempts}
-            ORDER BY sessions_pinned DESC, upstream) FILTER (WHERE NOT judgeable)
-            AS unjudged
+        -- most pinned sessions first (the first field orders the sorted list)
+        list_sort(list({'pinned_rank': pinned_rank, 'upstream': upstream, 'attempts': attempts})
+            FILTER (WHERE NOT judgeable)) AS unjudged
     FROM flagged
     GROUP BY requested_model
 ),
