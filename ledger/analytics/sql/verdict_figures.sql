@@ -299,7 +299,9 @@ worse_set AS (
         -- first one's comparison may be the second, which is being dropped too
         list_sort(list(judgement)) AS worse_judged,
         sum(pinned_share) AS worse_share,
-        list_sort(list(upstream) FILTER (WHERE NOT slug_known)) AS derived_slugs
+        -- NULL when none, in both engines (Spark collects no rows into [], DuckDB into NULL)
+        CASE WHEN bool_or(NOT slug_known)
+            THEN list_sort(list(upstream) FILTER (WHERE NOT slug_known)) END AS derived_slugs
     FROM flagged
     WHERE worse
     GROUP BY requested_model
@@ -321,7 +323,9 @@ kept AS (
         requested_model,
         first(upstream ORDER BY quality_rank) FILTER (WHERE enough) AS good_upstream,
         list(slug ORDER BY quality_rank) FILTER (WHERE enough) AS good_slugs,
-        list_sort(list(upstream) FILTER (WHERE NOT slug_known AND enough)) AS good_derived,
+        CASE WHEN bool_or(NOT slug_known AND enough)
+            THEN list_sort(list(upstream) FILTER (WHERE NOT slug_known AND enough))
+        END AS good_derived,
         sum(error_rate * weight) / nullif(sum(weight), 0) AS mix_error_rate,
         sum(cost_per_mtok * weight) FILTER (WHERE cost_per_mtok IS NOT NULL)
             / nullif(sum(weight) FILTER (WHERE cost_per_mtok IS NOT NULL), 0)
@@ -391,8 +395,9 @@ per_model AS (
             AS worse_upstreams,
         bool_or(judgeable) AS any_judgeable,
         -- most pinned sessions first (the first field orders the sorted list)
-        list_sort(list({'pinned_rank': pinned_rank, 'upstream': upstream, 'attempts': attempts})
-            FILTER (WHERE NOT judgeable)) AS unjudged
+        CASE WHEN bool_or(NOT judgeable) THEN list_sort(
+            list({'pinned_rank': pinned_rank, 'upstream': upstream, 'attempts': attempts})
+                FILTER (WHERE NOT judgeable)) END AS unjudged
     FROM flagged
     GROUP BY requested_model
 ),
