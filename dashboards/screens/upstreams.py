@@ -7,6 +7,8 @@ import streamlit as st
 
 from dashboards import charts, data, filters, fmt, notices
 from dashboards import verdicts as verdict_strip
+from ledger.analytics import verdict_words as words
+from ledger.analytics.verdict import from_row
 
 SCORECARD_COLUMNS = [
     "upstream", "attempts", "error_rate", "p50_latency_ms", "p95_latency_ms", "token_hit_rate",
@@ -16,12 +18,14 @@ SCORECARD_COLUMNS = [
 
 def show_verdict(verdict: pd.Series) -> None:
     """Pinned and best upstream, then the reason (the strip above has the badge); plain
-    text, since upstream names come from provider responses."""
+    text, since upstream names come from provider responses. The words are
+    :mod:`ledger.analytics.verdict_words`', written from the row's typed figures."""
+    typed = from_row(verdict.to_dict())
     st.text(
-        f"Pinned upstream: {fmt.printable(fmt.text(verdict['pinned_upstream']))} · "
-        f"best alternative: {fmt.printable(fmt.text(verdict['best_upstream']))}"
+        f"Pinned upstream: {fmt.printable(fmt.text(typed.pinned_upstream))} · "
+        f"best alternative: {fmt.printable(fmt.text(typed.best_upstream))}"
     )
-    st.text(fmt.printable(verdict["reason"]))  # figures and upstream names: plain text
+    st.text(fmt.printable(words.reason(typed)))  # figures and upstream names: plain text
 
 
 def _interval(

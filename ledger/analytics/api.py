@@ -35,7 +35,7 @@ import duckdb
 import pandas as pd  # type: ignore[import-untyped]
 from sqlalchemy.engine import URL
 
-from ledger.analytics import experiment, figures, local, prices, views
+from ledger.analytics import experiment, figures, local, prices, verdict_sentences, views
 from ledger.analytics.experiment import Effect, SessionSums
 from ledger.analytics.readonly import check_read_only
 from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
@@ -47,6 +47,7 @@ from ledger.analytics.sync import (
     sync,
     sync_snapshot,
 )
+from ledger.analytics.verdict import Verdict, from_row
 from ledger.analytics.verify import Verification, verify
 from ledger.analytics.views import Filters
 from ledger.errors import ReadOnlyQuery
@@ -114,6 +115,9 @@ class Analytics:
         # lowers DuckDB's limit while it copies and sets this one back
         self._memory_limit = None if self.in_memory else memory_limit
         self._lock = threading.Lock()
+        # the verdict's sentences table may not match the figures: written before the
+        # next SQL read and on close (ledger.analytics.verdict_sentences)
+        self._sentences_stale = True
         try:
             local.ensure_schema(self._con)
             local.write_settings(self._con, settings, overwrite=True)
@@ -129,7 +133,11 @@ class Analytics:
     # -- lifecycle -----------------------------------------------------------
 
     def close(self) -> None:
-        self._con.close()
+        try:
+            if not self.in_memory:  # a DuckDB client of the file reads them next
+                self._write_sentences()
+        finally:
+            self._con.close()
         self._source.close()
 
     def __enter__(self) -> Analytics:
@@ -159,6 +167,7 @@ class Analytics:
                 )
                 if not self.last_sync.up_to_date_already:
                     prices.refresh(cursor)  # the new rows' models, priced for switch_costs
+                    self._sentences_stale = True
             finally:
                 cursor.close()
             return self.last_sync
@@ -178,6 +187,7 @@ class Analytics:
                 )
                 if not self.last_sync.up_to_date_already:
                     prices.refresh(cursor)
+                    self._sentences_stale = True
                 return verify(cursor, snapshot)
             finally:
                 cursor.close()
@@ -192,6 +202,7 @@ class Analytics:
         """Store new thresholds; every view uses them from the next query on."""
         with self._lock:
             local.write_settings(self._con.cursor(), settings, overwrite=True)
+            self._sentences_stale = True
 
     # -- queries -------------------------------------------------------------
 
@@ -202,6 +213,7 @@ class Analytics:
         for anything that would change the copy, ``ValueError`` for an empty query.
         """
         check_read_only(query)
+        self._write_sentences()
         return self._read(query, parameters, read_only=True)
 
     def _read(
@@ -246,11 +258,14 @@ class Analytics:
     ) -> duckdb.DuckDBPyRelation:
         """A lazy DuckDB relation on its own cursor (for streaming or re-export); reads only."""
         check_read_only(query)
+        self._write_sentences()
         return self._con.cursor().sql(query, params=dict(parameters or {}))
 
     def view(self, name: str, filters: Filters | None = None) -> pd.DataFrame:
         """View ``name`` over every row, or over the rows ``filters`` selects
         (the small views in the fixed order of ``views.VIEW_ORDER``)."""
+        if name == "provider_order_verdict":  # its sentences, written from these figures
+            return self.provider_order_verdict(filters)
         order = views.VIEW_ORDER.get(name)
         suffix = f" ORDER BY {order}" if order else ""
         return self._over(name, filters, f'SELECT * FROM "{name}"{suffix}')  # noqa: S608
@@ -352,8 +367,22 @@ class Analytics:
         return self.view("cost_attribution", filters)
 
     def provider_order_verdict(self, filters: Filters | None = None) -> pd.DataFrame:
-        """``provider_order_verdict``, one row per model in model order (every run alike)."""
-        return self._over("provider_order_verdict", filters, figures.VERDICTS)
+        """``provider_order_verdict``, one row per model in model order (every run alike);
+        ``headline`` and ``reason`` written from these rows' own figures."""
+        typed = self._over("verdict_figures", filters, figures.VERDICTS)
+        return verdict_sentences.with_sentences(typed)
+
+    def verdicts(self, filters: Filters | None = None) -> list[Verdict]:
+        """The verdict of every model, typed (:class:`~ledger.analytics.verdict.Verdict`)."""
+        typed = self._over("verdict_figures", filters, figures.VERDICTS)
+        return [from_row(row) for row in typed.to_dict("records")]
+
+    def _write_sentences(self) -> None:
+        """Bring ``verdict_sentences`` up to the figures, for readers of the view in SQL."""
+        with self._lock:
+            if self._sentences_stale:
+                verdict_sentences.write_table(self._con)
+                self._sentences_stale = False
 
     def switch_costs(self, filters: Filters | None = None) -> pd.DataFrame:
         """``switch_costs``: by model, agent and day, in that order."""

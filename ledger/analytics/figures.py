@@ -120,7 +120,7 @@ CACHE_DECAY: Final = "SELECT * FROM cache_decay ORDER BY requested_model, gap_or
 
 # -- the verdict and what stickiness failures cost ----------------------------------
 
-VERDICTS: Final = "SELECT * FROM provider_order_verdict ORDER BY requested_model"
+VERDICTS: Final = "SELECT * FROM verdict_figures ORDER BY requested_model"
 SWITCH_COSTS: Final = """
 SELECT * FROM switch_costs ORDER BY requested_model, actor_id NULLS LAST, day
 """

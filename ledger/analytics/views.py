@@ -29,6 +29,7 @@ from typing import Any, Final
 
 import duckdb
 
+from ledger.analytics import verdict_sentences
 from ledger.schema import TABLE_NAME
 
 #: Every view and the views it reads, in creation order.
@@ -53,7 +54,7 @@ VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
     "cache_decay": ("transitions",),
     "cache_economics": (),
     "cache_ttl_advice": ("ledger_span",),
-    "provider_order_verdict": (
+    "verdict_figures": (
         "upstream_scorecard",
         "upstream_clusters",
         "upstream_p95_intervals",
@@ -61,8 +62,11 @@ VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
         "openrouter_provider_slugs",
         "cache_hits",
         "switch_counts",
+        "calls",
         "ledger_span",
     ),
+    # verdict_figures and the sentences Python writes from it (verdict_sentences)
+    "provider_order_verdict": ("verdict_figures",),
     # the figures the dashboard and the demo show beside the contract's views
     "overview_totals": ("calls", "ledger_span"),
     "cost_by_agent": ("calls",),
@@ -230,6 +234,7 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
     whose views came from this version's SQL and were not changed since keeps them.
     """
     con.execute(_INSTALLED_DDL)
+    con.execute(verdict_sentences.DDL)  # a table provider_order_verdict reads
     if con.execute("SELECT digest, held FROM ledger_view_digests").fetchall() == [
         (_digest(), _held(con))
     ]:

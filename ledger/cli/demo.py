@@ -26,6 +26,7 @@ from rich.console import Console
 from sqlalchemy.engine import URL
 
 from ledger.analytics import Analytics, Filters
+from ledger.analytics import verdict_words as words
 from ledger.cli.policy import DEFAULT_HOLDOUT, print_effect
 from ledger.cli.report import open_analytics, report
 from ledger.cli.tables import print_frame, safe
@@ -190,20 +191,19 @@ def print_before_after(
             ("after", Filters(models=[model], start=cut)),
         ):
             card = analytics.upstream_scorecard(chosen).sort_values("upstream")
-            verdict = analytics.provider_order_verdict(chosen)
             print_frame(console, f"{safe(model)}, {label}", card, SCORECARD,
                         headers=SCORECARD_HEADERS)  # fmt: skip
-            for row in verdict.itertuples(index=False):
-                console.print(f"  {label}: {safe(row.headline)}", highlight=False, markup=False)
+            for verdict in analytics.verdicts(chosen):
+                line = f"  {label}: {safe(words.headline(verdict))}"
+                console.print(line, highlight=False, markup=False)
 
 
 def monthly_effects(analytics: Analytics) -> dict[str, Any]:
     """The verdict's projected monthly effect (USD) per model, where it gives one."""
-    verdicts = analytics.provider_order_verdict()
     return {
-        str(r.requested_model): r.monthly_effect_usd
-        for r in verdicts.itertuples(index=False)
-        if r.monthly_effect_usd is not None and r.monthly_effect_usd == r.monthly_effect_usd
+        v.requested_model: v.monthly_effect_usd
+        for v in analytics.verdicts()
+        if v.monthly_effect_usd is not None
     }
 
 

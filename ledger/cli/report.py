@@ -27,6 +27,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ledger.analytics import Analytics
+from ledger.analytics import verdict_words as words
+from ledger.analytics.verdict import Verdict, from_row
 from ledger.cli.cache_report import cache_section
 from ledger.cli.tables import VERDICT_STYLE, VERDICT_WORDS, cell, print_frame, safe
 from ledger.store.engine import database_url, display_url
@@ -163,11 +165,13 @@ def report_body(out: Console, analytics: Analytics, where: str) -> None:
                 ["requested_model", "verdict", "pinned_upstream", "best_upstream"],
                 headers=HEADERS, group_by=["requested_model"])  # fmt: skip
     # A reason is a sentence of figures: as a paragraph it stays readable at 80 columns.
-    for row in verdicts.to_dict("records"):
-        paste = row.get("recommendation")
-        paste = f"\nprovider: {safe(paste)}" if isinstance(paste, str) and paste else ""
+    for verdict in typed(verdicts):
+        paste = verdict.recommendation
+        paste = f"\nprovider: {safe(paste)}" if paste else ""
         out.print(
-            Text.assemble((safe(row["requested_model"]), "bold"), ": ", safe(row["reason"]), paste)
+            Text.assemble(
+                (safe(verdict.requested_model), "bold"), ": ", safe(words.reason(verdict)), paste
+            )
         )
         out.print()
     switch_cost_line(out, analytics)
@@ -186,6 +190,10 @@ def switch_cost_line(out: Console, analytics: Analytics) -> None:
         highlight=False,
         markup=False,
     )
+
+
+def typed(verdicts: pd.DataFrame) -> list[Verdict]:
+    return [from_row(row) for row in verdicts.to_dict("records")]
 
 
 def verdict_order(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -229,18 +237,16 @@ def verdict_lines(out: Console, verdicts: pd.DataFrame) -> None:
     lines = Table.grid()
     lines.add_column(width=4, no_wrap=True)
     lines.add_column()
-    for row in verdicts.to_dict("records"):
-        verdict = str(row["verdict"])
+    for verdict in typed(verdicts):
+        kind = verdict.verdict
         line = Text()
-        line.append(safe(row["requested_model"]), style="bold")
+        line.append(safe(verdict.requested_model), style="bold")
         line.append(": ")
-        line.append(VERDICT_WORDS.get(verdict, safe(verdict)), style=VERDICT_STYLE.get(verdict))
-        headline = row.get("headline")
-        if isinstance(headline, str) and headline:
-            line.append(f" — {safe(headline)}")
+        line.append(VERDICT_WORDS.get(kind, safe(kind)), style=VERDICT_STYLE.get(kind))
+        line.append(f" — {safe(words.headline(verdict))}")
         lines.add_row("  • ", line)
-        paste = row.get("recommendation")
-        if isinstance(paste, str) and paste:  # what to paste, where the answer is read
+        paste = verdict.recommendation
+        if paste:  # what to paste, where the answer is read
             lines.add_row("", Text(f'paste: "provider": {safe(paste)}', style="bold"))
     out.print(lines)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.dataset as pads
 
-from ledger.analytics import cache_rates, prices
+from ledger.analytics import cache_rates, prices, verdict_sentences
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.lake import derive
 from ledger.lake import manifest as mf
@@ -64,5 +64,7 @@ def connect(
         con.executemany("INSERT INTO cache_rates VALUES (?, ?, ?, ?, ?, ?)", rates)
     values = settings_values(settings)
     for name, body in definitions(stored=state is not None):
+        if name == "provider_order_verdict":  # its sentences, written by Python
+            verdict_sentences.register_duckdb(con)
         con.execute(f"CREATE VIEW {name} AS {inline_settings(body, values)}")
     return con

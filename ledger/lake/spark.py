@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from ledger.analytics import cache_rates
+from ledger.analytics import cache_rates, verdict_sentences
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.lake import derive
 from ledger.lake import manifest as mf
@@ -132,6 +132,12 @@ def register_views(
     values = settings_values(settings)
     names: list[str] = []
     for name, body in definitions(stored=state is not None):
+        if name == "provider_order_verdict":
+            # its sentences, written by Python on the driver from the typed figures
+            figures = [r.asDict(recursive=True) for r in spark.table("verdict_figures").collect()]
+            spark.createDataFrame(
+                verdict_sentences.spark_rows(figures), verdict_sentences.SPARK_SCHEMA
+            ).createOrReplaceTempView(verdict_sentences.TABLE)
         register(spark.sql(to_spark(body, values)), name)
         names.append(name)
     return names

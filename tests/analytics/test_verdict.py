@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from ledger.analytics.verdict import Verdict, from_row
 from tests.analytics.builders import failed, insert_rows, open_analytics, served
 
 ROW = {"input_tokens": 1000, "cost_usd": Decimal("0.001")}  # $1 per Mtok input
@@ -121,6 +122,10 @@ def verdicts(ledger_url: str, tmp_path: Path) -> pd.DataFrame:
     return frame.set_index("requested_model")
 
 
+def typed(verdicts: pd.DataFrame, model: str) -> Verdict:
+    return from_row({**verdicts.loc[model].to_dict(), "requested_model": model})
+
+
 def test_a_bad_minority_upstream_is_ignored(verdicts: pd.DataFrame) -> None:
     row = verdicts.loc["minority"]
     assert (row.verdict, row.pinned_upstream, row.best_upstream) == (
@@ -142,7 +147,10 @@ def test_a_bad_minority_upstream_is_ignored(verdicts: pd.DataFrame) -> None:
         "Ignore Amazon Bedrock (vs Anthropic: 20.0% errors vs 0.0%, p95 3.0 s vs 1.0 s), "
         "on 10% of sessions"
     )
-    assert "sticky routing continues" in row.reason and "-$0.60 per 30 days" in row.reason
+    v = typed(verdicts, "minority")
+    assert (v.action, v.ignore_error_rate, v.ignore_cost_per_mtok) == ("ignore", 0.0, 1.0)
+    assert v.cost_change_usd == pytest.approx(-0.02)
+    assert "-$0.60 per 30 days" in row.reason  # the golden figure a lead reads
 
 
 def test_a_bad_majority_upstream_orders_the_best_first(verdicts: pd.DataFrame) -> None:
@@ -159,8 +167,12 @@ def test_a_bad_majority_upstream_orders_the_best_first(verdicts: pd.DataFrame) -
     # all 400 served calls ($0.40) on Anthropic at $1/Mtok (no cache to lose: $0.40);
     # 60 retries avoided at $0.001: -$0.06 a day, -$1.80 per 30 days
     assert row.monthly_effect_usd == Decimal("-1.8")
-    assert row.headline.startswith("Order Anthropic first: Amazon Bedrock 20.0% errors vs 0.0%")
-    assert "Concentration risk: Anthropic would take all of the model's traffic" in row.reason
+    v = typed(verdicts, "majority")
+    assert v.action == "order" and v.judged is not None
+    assert (v.judged.upstream, v.judged.judged_against) == ("Amazon Bedrock", "Anthropic")
+    assert (v.judged.errors_worse, v.judged.error_rate) == (True, pytest.approx(0.2))
+    # Anthropic holds 20 of the 50 pinned sessions today; all of them go to it
+    assert (v.order_error_rate, v.order_pinned_share) == (0.0, pytest.approx(0.4))
     # one unit throughout: the figures in seconds, as the headline says them
     assert "p95 3.00 s (CI 3.00-3.00 s)" in row.reason and " ms" not in row.reason
 
@@ -180,7 +192,8 @@ def test_upstreams_alike_are_not_warranted(verdicts: pd.DataFrame) -> None:
 def test_thin_data_is_insufficient(verdicts: pd.DataFrame) -> None:
     row = verdicts.loc["thin"]
     assert row.verdict == "insufficient_data" and pd.isna(row.recommendation)
-    assert row.reason.startswith("Pinned upstream Anthropic has 5 attempts")
+    v = typed(verdicts, "thin")
+    assert (v.pinned_attempts, v.min_samples, v.pinned_enough) == (5, 50, False)
     assert row.headline == "Not enough data: Anthropic has 5 attempts, 50 needed to judge"
 
 
@@ -219,7 +232,10 @@ def test_a_cheap_slightly_slower_upstream_is_kept_and_the_trade_off_stated(
         "Keep routing: leaving DeepInfra (vs Together: p95 1.4 s vs 1.0 s) would cost +400% "
         "on 40% of sessions"
     )
-    assert "costs more than it saves" in row.reason and "The trade-off" in row.reason
+    v = typed(verdicts, "cheap-slow")
+    assert (v.action, v.affordable, v.max_cost_increase) == ("ignore", False, 0.1)
+    # differs in latency, not errors: the reason offers provider.sort = "latency"
+    assert v.pinned_worse and v.latency_worse and not v.errors_worse
     assert 'provider.sort = "latency"' in row.reason
 
 
@@ -235,7 +251,11 @@ def test_each_ignored_upstream_is_named_with_what_it_was_judged_against(
         "Ignore Parasail (vs Fireworks: $2.00 vs $1.50 per Mtok input) and "
         "Fireworks (vs Baseten: $1.50 vs $1.00 per Mtok input), on 33% of sessions"
     )
-    assert "the upstreams to ignore hold 33% of the pinned sessions" in row.reason
+    v = typed(verdicts, "two-worse")
+    assert [(j.upstream, j.judged_against, j.cost_worse) for j in v.worse_judged] == [
+        ("Parasail", "Fireworks", True),
+        ("Fireworks", "Baseten", True),
+    ]
     assert "Fireworks is also worse ($1.50 vs $1.00 per Mtok input) than Baseten." in row.reason
     # their 100 calls ($0.10 + $0.075) move to Baseten at $1/Mtok ($0.10): -$0.075 a day
     assert row.monthly_effect_usd == Decimal("-2.25")

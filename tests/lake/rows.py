@@ -24,9 +24,20 @@ def comparable(engine_rows: Rows) -> Rows:
     return sorted(engine_rows, key=lambda row: tuple(key(v) for v in row))
 
 
+def _fields(value: Any) -> Any:
+    """A struct as a dict, whichever engine gave it (DuckDB: dict; Spark: Row)."""
+    as_dict = getattr(value, "asDict", None)
+    return as_dict() if as_dict is not None else value
+
+
 def same(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
+    a, b = _fields(a), _fields(b)
+    if isinstance(a, dict) and isinstance(b, dict):  # a struct: field by field
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):  # a list: in order
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, bool) or isinstance(b, bool):
         return a == b
     if isinstance(a, int | float | Decimal) and isinstance(b, int | float | Decimal):
