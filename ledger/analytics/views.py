@@ -6,7 +6,9 @@ Views that would read millions of rows also have ``sql/stored/<name>.sql``:
 the same rows and columns read from the aggregates sync keeps
 (:mod:`ledger.analytics.aggregates`). :func:`install` (re)creates them all in the
 DuckDB file, in dependency order, the stored variant where there is one, so
-any DuckDB client sees them and they answer in well under a second.
+any DuckDB client sees them and they answer in well under a second. Which
+views a view reads is derived from the texts (:mod:`ledger.analytics.graph`),
+never listed by hand: adding a view is adding its file.
 
 A filtered read (a time range, some agents…) must filter *rows* before the
 metrics are computed, not the finished view. :func:`filtered_query` does it
@@ -25,51 +27,56 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any, Final
 
 import duckdb
 
+from ledger.analytics import graph
 from ledger.schema import TABLE_NAME
 
-#: Every view and the views it reads, in creation order.
-VIEW_DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
-    "ledger_span": (),
-    "transitions": (),
-    "calls": (),
-    "call_groups": ("calls",),
-    "session_stickiness": ("transitions",),
-    "agent_stickiness": ("session_stickiness",),
-    "cache_hits": (),
-    "upstream_scorecard": (),
-    "upstream_clusters": (),
-    "upstream_p95_intervals": ("upstream_clusters",),
-    "keyless_hit_rates": (),
-    "openrouter_upstreams": (),
-    "openrouter_provider_slugs": (),
-    "cost_attribution": ("calls",),
-    "switch_moves": ("transitions",),
-    "switch_counts": ("switch_moves",),
-    "switch_costs": ("switch_counts",),
-    "cache_decay": ("transitions",),
-    "provider_order_verdict": (
-        "upstream_scorecard",
-        "upstream_clusters",
-        "upstream_p95_intervals",
-        "openrouter_upstreams",
-        "openrouter_provider_slugs",
-        "cache_hits",
-        "switch_counts",
-        "ledger_span",
-    ),
-    # the figures the dashboard and the demo show beside the contract's views
-    "overview_totals": ("calls", "ledger_span"),
-    "cost_by_agent": ("calls",),
-    "fallback_cost": ("calls",),
-    "failed_attempts": (),
-    "cache_decay_by_key": ("transitions",),
-    "prompt_cache_reads": (),
-    "response_cache_models": ("calls",),
-}
+_SQL: Final = resources.files("ledger.analytics").joinpath("sql")
+_CREATE = re.compile(r"CREATE OR REPLACE VIEW\s+(\w+)\s+AS\s+(.*?);?\s*\Z", re.DOTALL | re.I)
+
+
+def _body(name: str, sql: str) -> str:
+    text = "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
+    match = _CREATE.search(text)
+    if match is None or match.group(1) != name:
+        raise ValueError(f"the SQL of {name} must hold one CREATE OR REPLACE VIEW {name} AS …")
+    return match.group(2)
+
+
+def _texts(folder: Traversable) -> dict[str, str]:
+    """``name: SELECT`` of every ``<name>.sql`` in ``folder``."""
+    return {
+        file.name.removesuffix(".sql"): _body(
+            file.name.removesuffix(".sql"), file.read_text("utf-8")
+        )
+        for file in folder.iterdir()
+        if file.name.endswith(".sql")
+    }
+
+
+_ROW_BODIES: Final = _texts(_SQL)
+_STORED_BODIES: Final = _texts(_SQL.joinpath("stored"))
+#: The views each view's definition (``sql/<name>.sql``) reads: what a filtered read
+#: and the lake computing from rows put before it.
+ROW_PARENTS: Final = {name: graph.parents(body, _ROW_BODIES) for name, body in _ROW_BODIES.items()}
+
+
+def _dependencies() -> dict[str, tuple[str, ...]]:
+    """Each view's parents in its definition or its stored variant, in creation order."""
+    union = {
+        name: ROW_PARENTS[name] | graph.parents(_STORED_BODIES.get(name, body), _ROW_BODIES)
+        for name, body in _ROW_BODIES.items()
+    }
+    return {name: tuple(sorted(union[name])) for name in graph.creation_order(union)}
+
+
+#: Every view and the views its SQL reads (its definition's and its stored variant's),
+#: derived from the texts (:mod:`ledger.analytics.graph`), in creation order.
+VIEW_DEPENDENCIES: Final = _dependencies()
 VIEW_NAMES: Final = tuple(VIEW_DEPENDENCIES)
 #: The views contract §2 names; the others are ours (helpers and dashboard figures).
 CONTRACT_VIEWS: Final = (
@@ -96,8 +103,6 @@ VIEW_ORDER: Final[dict[str, str]] = {
     "switch_costs": "requested_model, actor_id NULLS LAST, day",
     "cache_decay": "requested_model, gap_order",
 }
-
-_CREATE = re.compile(r"CREATE OR REPLACE VIEW\s+(\w+)\s+AS\s+(.*?);?\s*\Z", re.DOTALL | re.I)
 
 # The rows a filtered read keeps. A NULL parameter means "no filter on this".
 _FILTERED_ROWS: Final = f"""
@@ -173,14 +178,6 @@ def stored_view_body(name: str) -> str:
     return _body(name, stored_view_sql(name))
 
 
-def _body(name: str, sql: str) -> str:
-    text = "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
-    match = _CREATE.search(text)
-    if match is None or match.group(1) != name:
-        raise ValueError(f"the SQL of {name} must hold one CREATE OR REPLACE VIEW {name} AS …")
-    return match.group(2)
-
-
 @cache
 def stored_view_sql(name: str) -> str:
     """``sql/stored/<name>.sql`` when the view has a stored variant, else its definition."""
@@ -241,7 +238,7 @@ def _closure(name: str) -> list[str]:
     ordered: list[str] = []
 
     def visit(view: str) -> None:
-        for dep in VIEW_DEPENDENCIES[view]:
+        for dep in sorted(ROW_PARENTS[view]):
             visit(dep)
         if view not in ordered:
             ordered.append(view)
