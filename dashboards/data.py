@@ -21,7 +21,7 @@ from typing import Any, Final
 import streamlit as st
 
 from ledger.analytics import Analytics, Filters, LedgerOptions
-from ledger.analytics.views import VIEW_NAMES
+from ledger.analytics.models.views import VIEW_NAMES
 from ledger.store.engine import database_url, display_url
 
 #: Seconds between two looks for new ledger rows.

@@ -18,7 +18,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ledger.analytics.experiment import Effect, Estimate
+from ledger.analytics.read.experiment import Effect, Estimate
 from ledger.cli.report import open_analytics, terminal
 from ledger.cli.tables import safe
 from ledger.errors import PolicyError

@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.dataset as pads
 
-from ledger.analytics import prices
+from ledger.analytics.read import prices
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.lake import derive
 from ledger.lake import manifest as mf

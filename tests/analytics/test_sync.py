@@ -20,7 +20,7 @@ from ledger.analytics import (
     Filters,
     analytics_path_for,
 )
-from ledger.analytics import sync as sync_module
+from ledger.analytics.copy import sync as sync_module
 from ledger.events import UsageEvent
 from ledger.store.engine import database_url, make_engine
 from ledger.store.ledger import Ledger

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.analytics import VIEW_NAMES, graph, views
+from ledger.analytics import VIEW_NAMES
+from ledger.analytics.models import graph, views
 from tests.analytics.builders import migrated_sqlite, open_analytics
 
 

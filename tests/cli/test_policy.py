@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.analytics.experiment import SessionSums, effect, ratio
+from ledger.analytics.read.experiment import SessionSums, effect, ratio
 from tests.analytics.builders import insert_rows, served
 from tests.cli.shell import ledger
 

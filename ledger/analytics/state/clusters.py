@@ -6,7 +6,7 @@ the attempt count suggests. ``provider_order_verdict`` therefore widens its
 intervals by a *design effect* estimated from how the attempts cluster by
 session (see ``sql/upstream_clusters.sql``). That needs, per session and
 upstream identity, a few sums that merge by addition, kept here in
-``state_clusters`` beside the other state tables (:mod:`ledger.analytics.aggregates`
+``state_clusters`` beside the other state tables (:mod:`ledger.analytics.state.aggregates`
 folds new rows in and rebuilds it with them):
 
 one row per (requested_model, upstream identity, session_id, actor_id)
@@ -35,7 +35,7 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics import views
+from ledger.analytics.models import views
 
 TABLE: Final = "state_clusters"
 SUMMARY: Final = "state_upstream_clusters"

@@ -14,7 +14,7 @@ are tz-aware UTC. One DuckDB connection, a fresh cursor per query (a DuckDB conn
 safe to share between threads, its cursors are), and :meth:`refresh` that
 costs two index lookups when the ledger has nothing new.
 
-Every query reads only (:mod:`ledger.analytics.readonly`). Opening checks the
+Every query reads only (:mod:`ledger.analytics.read.readonly`). Opening checks the
 ledger first (:func:`~ledger.store.migrate.check_ledger`: missing, unmigrated,
 unreachable) and creates nothing when it is unfit. When another process holds
 the DuckDB file (a running dashboard), the object works on a private
@@ -35,19 +35,21 @@ import duckdb
 import pandas as pd  # type: ignore[import-untyped]
 from sqlalchemy.engine import URL
 
-from ledger.analytics import experiment, figures, local, prices, views
-from ledger.analytics.readonly import check_read_only
-from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
-from ledger.analytics.source import LedgerSource
-from ledger.analytics.sync import (
+from ledger.analytics.copy import local
+from ledger.analytics.copy.source import LedgerSource
+from ledger.analytics.copy.sync import (
     ProgressCallback,
     SyncResult,
     ensure_aggregates,
     sync,
     sync_snapshot,
 )
-from ledger.analytics.verify import Verification, verify
-from ledger.analytics.views import Filters
+from ledger.analytics.copy.verify import Verification, verify
+from ledger.analytics.models import views
+from ledger.analytics.models.views import Filters
+from ledger.analytics.read import experiment, figures, prices
+from ledger.analytics.read.readonly import check_read_only
+from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.errors import ReadOnlyQuery
 from ledger.store.engine import display_url
 from ledger.store.migrate import check_ledger
@@ -165,7 +167,7 @@ class Analytics:
     def verify(self) -> Verification:
         """Bring the copy up to the ledger and compare them figure by figure, both in one
         snapshot of the ledger, so rows written meanwhile are not differences
-        (:mod:`ledger.analytics.verify`)."""
+        (:mod:`ledger.analytics.copy.verify`)."""
         with self._lock, self._source.snapshot() as snapshot:
             cursor = self._con.cursor()
             try:
@@ -285,7 +287,7 @@ class Analytics:
 
     def experiment(self, policy_id: int) -> experiment.Effect:
         """What routing policy ``policy_id`` did: treatment against holdout
-        (:mod:`ledger.analytics.experiment`)."""
+        (:mod:`ledger.analytics.read.experiment`)."""
         params = {"policy": policy_id}
         sessions = [
             experiment.SessionSums(

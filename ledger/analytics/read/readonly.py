@@ -11,7 +11,7 @@ write:
    ``SHOW``, ``SUMMARIZE``). ``EXPLAIN [ANALYZE]`` runs the statement it wraps, so
    that statement is parsed and held to the same rule (``EXPLAIN ANALYZE COPY … TO``
    would otherwise write a file).
-2. The connection is opened without external access (:mod:`ledger.analytics.local`):
+2. The connection is opened without external access (:mod:`ledger.analytics.copy.local`):
    no file is read or written, no extension installed or loaded, no database
    attached, and that cannot be turned back on while it is open.
 3. What passes runs inside a ``READ ONLY`` transaction (:meth:`Analytics.sql`).

@@ -24,7 +24,7 @@ from typing import Any, Final, Literal
 
 import pandas as pd  # type: ignore[import-untyped]
 
-from ledger.analytics.api import Analytics
+from ledger.analytics.read.api import Analytics
 
 # The rows in scope, with the unknown-cost flag. A NULL parameter means "any".
 _SCOPED: Final = """

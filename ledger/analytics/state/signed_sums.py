@@ -4,8 +4,8 @@ A fold notes what changed as signed parts (+ for rows that joined the state, -
 for rows that left it, with the values the state held) in a temporary delta
 table; :meth:`SignedSums.merge` then rewrites only the groups the delta
 touches and drops a group whose count sums to zero. ``state_moves``
-(:mod:`ledger.analytics.moves`), ``state_decay`` (:mod:`ledger.analytics.decay`)
-and ``state_call_rollup`` (:mod:`ledger.analytics.call_rollup`) are kept this
+(:mod:`ledger.analytics.state.moves`), ``state_decay`` (:mod:`ledger.analytics.state.decay`)
+and ``state_call_rollup`` (:mod:`ledger.analytics.state.call_rollup`) are kept this
 way: each module holds one :class:`SignedSums`, its table and how a relation of
 rows becomes signed parts.
 """

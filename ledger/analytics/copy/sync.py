@@ -9,13 +9,13 @@ transaction and with the same effect (see :mod:`ledger.store.sink`): on
 SQLite one entry per row, on PostgreSQL one *range* entry per run of
 consecutive ids (``row_id``..``last_id``), after its rows are written. ``seq``
 numbers that log; the reads expand a range into one ``(seq, row_id)`` per id
-(:mod:`ledger.analytics.source`), so the gap bookkeeping counts distinct seqs.
+(:mod:`ledger.analytics.copy.source`), so the gap bookkeeping counts distinct seqs.
 Each sync reads, in one snapshot of the ledger (REPEATABLE READ on PostgreSQL,
 one read transaction on SQLite):
 
 * the changes above ``max_seq``, the highest seq it has seen, and the
   changes inside its open *gaps*, seqs below that it has not seen
-  (:mod:`ledger.analytics.gaps`);
+  (:mod:`ledger.analytics.copy.gaps`);
 * the current version of every row those changes name; a row named but
   absent was deleted.
 
@@ -31,14 +31,14 @@ never (a rollback). Every seq at or below the highest one a snapshot sees was
 taken before that snapshot, by a transaction that already had its xid (the
 trigger runs after the row is written, the writer logs after its COPY). When a
 sync opens a gap it asks for a new xid after its snapshot
-(:meth:`~ledger.analytics.source.LedgerSnapshot.xid_bound`), so every such
+(:meth:`~ledger.analytics.copy.source.LedgerSnapshot.xid_bound`), so every such
 transaction is below it; the gap remembers it (``final_xmax``).
 Once a later snapshot's ``xmin`` reaches it, every such transaction has ended,
 that sync reads the gap one last time and closes it. (The snapshot's own
 ``xmax`` is no such bound: it is the latest *completed* xid + 1, and a writer
 that took its xid after another's but its seq before can be running above it;
 trusting it lost a committed batch under load.) Gaps open longer
-than :data:`~ledger.analytics.gaps.GAP_MAX_AGE` (a transaction open for a day,
+than :data:`~ledger.analytics.copy.gaps.GAP_MAX_AGE` (a transaction open for a day,
 or an unrelated one holding ``xmin`` back) are closed anyway and counted;
 ``ledger sync --verify`` then tells whether the copy still matches. SQLite has
 one writer at a time and its AUTOINCREMENT rolls back with the transaction, so
@@ -46,7 +46,7 @@ its log has no gaps.
 
 Cost. With nothing new a sync is one snapshot, one ``max(seq)`` and one
 index probe per open gap. The changed rows are read by primary key; the state
-tables (:mod:`ledger.analytics.aggregates`) fold them in the same DuckDB
+tables (:mod:`ledger.analytics.state.aggregates`) fold them in the same DuckDB
 transaction as the rows, so an interrupted sync leaves the file as it was.
 A bulk sync (the first, a rebuild, a backlog of a quarter of the copy or more)
 commits in steps to bound memory (:func:`_apply_in_steps`): the cursor is
@@ -70,9 +70,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.analytics import aggregates, gaps, prefetch
-from ledger.analytics.local import insert_sql
-from ledger.analytics.source import Horizon, LedgerSnapshot, LedgerSource
+from ledger.analytics.copy import gaps, prefetch
+from ledger.analytics.copy.local import insert_sql
+from ledger.analytics.copy.source import Horizon, LedgerSnapshot, LedgerSource
+from ledger.analytics.state import aggregates
 from ledger.schema import TABLE_NAME
 from ledger.store.engine import display_url
 
@@ -102,7 +103,7 @@ class SyncResult:
     ``rows_added``: rows the copy did not hold; ``rows_updated``: rows it held
     whose new version it took; ``rows_deleted``: rows it dropped. ``last_id``:
     the copy's highest id. ``gaps_open``: change-log gaps still awaited;
-    ``gaps_expired``: gaps given up on so far (see :mod:`ledger.analytics.gaps`).
+    ``gaps_expired``: gaps given up on so far (see :mod:`ledger.analytics.copy.gaps`).
     """
 
     rows_added: int
@@ -359,7 +360,8 @@ def _copy_in_steps(
     One DuckDB thread inserts: two split each chunk's Arrow batches between them,
     leave part-filled row groups that the checkpoint then compresses again, and
     cost more CPU in all (2M rows: 5.4 s to insert + 0.9-2.3 s to checkpoint,
-    against 4.8 s + 0 s). Reading runs on a thread of its own (:mod:`ledger.analytics.prefetch`).
+    against 4.8 s + 0 s). Reading runs on a thread of its own
+    (:mod:`ledger.analytics.copy.prefetch`).
     """
     copied, more = 0, True
 

@@ -4,10 +4,10 @@ Each view is one ``sql/<name>.sql`` file holding a documented
 ``CREATE OR REPLACE VIEW <name> AS …`` over ``token_usage``: the definition.
 Views that would read millions of rows also have ``sql/stored/<name>.sql``:
 the same rows and columns read from the aggregates sync keeps
-(:mod:`ledger.analytics.aggregates`). :func:`install` (re)creates them all in the
+(:mod:`ledger.analytics.state.aggregates`). :func:`install` (re)creates them all in the
 DuckDB file, in dependency order, the stored variant where there is one, so
 any DuckDB client sees them and they answer in well under a second. Which
-views a view reads is derived from the texts (:mod:`ledger.analytics.graph`),
+views a view reads is derived from the texts (:mod:`ledger.analytics.models.graph`),
 never listed by hand: adding a view is adding its file.
 
 A filtered read (a time range, some agents…) must filter *rows* before the
@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import duckdb
 
-from ledger.analytics import graph
+from ledger.analytics.models import graph
 from ledger.schema import TABLE_NAME
 
 _SQL: Final = resources.files("ledger.analytics").joinpath("sql")
@@ -75,7 +75,7 @@ def _dependencies() -> dict[str, tuple[str, ...]]:
 
 
 #: Every view and the views its SQL reads (its definition's and its stored variant's),
-#: derived from the texts (:mod:`ledger.analytics.graph`), in creation order.
+#: derived from the texts (:mod:`ledger.analytics.models.graph`), in creation order.
 VIEW_DEPENDENCIES: Final = _dependencies()
 VIEW_NAMES: Final = tuple(VIEW_DEPENDENCIES)
 #: The views contract §2 names; the others are ours (helpers and dashboard figures).

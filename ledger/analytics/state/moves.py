@@ -21,7 +21,7 @@ the idle window takes effect at once.
 Every column is a sum, so it follows ``state_transitions`` by addition
 (:data:`SUMS`): the transitions a fold removes are retracted, the ones it adds
 are added, and the merge folds both into the table
-(:mod:`ledger.analytics.session_aggregates` does where it deletes and inserts
+(:mod:`ledger.analytics.state.session_aggregates` does where it deletes and inserts
 transitions).
 """
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ledger.analytics.signed_sums import SignedSums
+from ledger.analytics.state.signed_sums import SignedSums
 
 TABLE: Final = "state_moves"
 

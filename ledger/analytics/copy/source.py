@@ -4,7 +4,7 @@ DuckDB's ``sqlite``/``postgres`` extensions cannot be downloaded on air-gapped
 machines, and ``sqlite3`` + pyarrow is about five times slower than ADBC, so
 the ledger is read with the ADBC drivers. The SELECT is compiled from
 :mod:`ledger.schema`; each backend's values come out in one fixed Arrow shape
-(text timestamps and decimals included) that :mod:`ledger.analytics.local`
+(text timestamps and decimals included) that :mod:`ledger.analytics.copy.local`
 casts into DuckDB's types, so both backends land identically.
 """
 
@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, Numeric
 from sqlalchemy.engine import URL
 
-from ledger.analytics.gaps import Ranges
+from ledger.analytics.copy.gaps import Ranges
 from ledger.errors import ConfigurationError, DatabaseUnreachable, SchemaOutOfDate
 from ledger.schema import CHANGES_TABLE, TABLE_NAME, token_usage
 from ledger.store.engine import (
@@ -151,7 +151,7 @@ class Horizon:
 
     ``max_seq``: the highest change visible. ``xmin``: every transaction below
     it has ended (PostgreSQL's snapshot bound, as a 64-bit xid; 0 on SQLite,
-    whose log never has gaps). See :mod:`ledger.analytics.sync`.
+    whose log never has gaps). See :mod:`ledger.analytics.copy.sync`.
     """
 
     max_seq: int

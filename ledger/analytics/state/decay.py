@@ -21,7 +21,7 @@ beyond the cap, cuts one, whose transitions the stored view reads one by one
 (``sql/stored/cache_decay_by_key.sql``). No setting is applied here.
 
 Every column is a sum, so it follows ``state_transitions`` by addition, exactly as
-``state_moves`` does (:mod:`ledger.analytics.moves`): the transitions a fold removes
+``state_moves`` does (:mod:`ledger.analytics.state.moves`): the transitions a fold removes
 are retracted, the ones it adds are added, and the merge folds both in.
 """
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ledger.analytics.signed_sums import SignedSums
+from ledger.analytics.state.signed_sums import SignedSums
 
 TABLE: Final = "state_decay"
 #: Gaps beyond a day share one bucket (``gap_ceil_s = CAP_S + 1``); the stored views

@@ -4,8 +4,8 @@ The file holds a copy of ``token_usage`` with portable types (TIMESTAMPTZ in
 UTC, DECIMAL(20,10), BOOLEAN, JSON: the same for a SQLite or a PostgreSQL
 ledger), the ``ledger_settings`` table and ``ledger_setting()`` macro the views
 read, the sync's bookkeeping (``ledger_sync``, ``ledger_cursor`` and
-``ledger_gaps``: :mod:`ledger.analytics.sync`), the state tables sync keeps for the
-views (:mod:`ledger.analytics.aggregates`), and the views themselves.
+``ledger_gaps``: :mod:`ledger.analytics.copy.sync`), the state tables sync keeps for the
+views (:mod:`ledger.analytics.state.aggregates`), and the views themselves.
 
 DuckDB lets one process open a file for writing, and while it does no other
 process can open it at all, not even read-only. A second process that finds it
@@ -15,7 +15,7 @@ in-memory copy, or raises :class:`AnalyticsBusy` when that is not allowed.
 Every connection is opened without external access: no query reads or writes a
 file other than the database's own, installs or loads an extension, or attaches
 another database, and DuckDB refuses to turn that back on while the connection is
-open (see :mod:`ledger.analytics.readonly`). Sync hands DuckDB its rows as
+open (see :mod:`ledger.analytics.read.readonly`). Sync hands DuckDB its rows as
 registered Arrow data, which needs no file access; JSON and Parquet are built in.
 """
 
@@ -30,9 +30,10 @@ from typing import Any, Final
 import duckdb
 from sqlalchemy import BigInteger, SmallInteger
 
-from ledger.analytics import aggregates, prices
+from ledger.analytics.copy.source import column_kind
+from ledger.analytics.read import prices
 from ledger.analytics.settings import AnalyticsSettings
-from ledger.analytics.source import column_kind
+from ledger.analytics.state import aggregates
 from ledger.errors import DatabaseError
 from ledger.schema import TABLE_NAME, token_usage
 
@@ -124,7 +125,7 @@ SUPPORT_DDL: Final = (
     "(name VARCHAR PRIMARY KEY, value DOUBLE NOT NULL, description VARCHAR)",
     "CREATE TABLE IF NOT EXISTS ledger_sync (source VARCHAR, last_id BIGINT NOT NULL, "
     "synced_at TIMESTAMPTZ, rows_total BIGINT NOT NULL)",
-    # How far the ledger's change log has been read (see ledger.analytics.sync).
+    # How far the ledger's change log has been read (see ledger.analytics.copy.sync).
     "CREATE TABLE IF NOT EXISTS ledger_cursor (source VARCHAR NOT NULL, max_seq BIGINT NOT NULL, "
     "gaps_closed BIGINT NOT NULL, gaps_expired BIGINT NOT NULL)",
     # The views read every threshold through this macro, so changing a row of

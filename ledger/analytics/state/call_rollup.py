@@ -1,7 +1,7 @@
 """The one-row calls counted per group: what ``call_groups`` (and the cost views) read.
 
 Most calls are one row (one attempt), which ``state_single_calls`` keeps as a key
-and a row id only (:mod:`ledger.analytics.aggregates`); the ``calls`` view projects
+and a row id only (:mod:`ledger.analytics.state.aggregates`); the ``calls`` view projects
 them from ``token_usage``. The views that only *count and sum* calls per agent,
 model and provider (``cost_attribution``, ``cost_by_agent``,
 ``overview_totals``, ``response_cache_models``, through ``call_groups``) would
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ledger.analytics.signed_sums import SignedSums
+from ledger.analytics.state.signed_sums import SignedSums
 
 TABLE: Final = "state_call_rollup"
 

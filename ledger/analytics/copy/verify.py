@@ -12,7 +12,7 @@ snapshot of the ledger:
 and the copy's state tables against its own rows (rows and cost per model in
 ``state_rollup``), then list every figure that differs, keyed exactly. A
 difference means the copy missed something (a change-log gap given up on, see
-:mod:`ledger.analytics.gaps`, or a file edited by hand): ``ledger sync --full``
+:mod:`ledger.analytics.copy.gaps`, or a file edited by hand): ``ledger sync --full``
 rebuilds it.
 """
 
@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import duckdb
 
-from ledger.analytics.source import LedgerSnapshot
+from ledger.analytics.copy.source import LedgerSnapshot
 from ledger.schema import TABLE_NAME
 
 #: Cost sums on SQLite are doubles: differences below this are rounding.

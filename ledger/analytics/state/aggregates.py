@@ -25,7 +25,7 @@ views stored in the file (``sql/stored/<name>.sql``) read those instead:
     per session and upstream identity, attempt, error and latency sums: the
     session clusters the verdict's design effects come from, and those
     design effects per upstream, computed at the end of each sync
-    (:mod:`ledger.analytics.clusters`).
+    (:mod:`ledger.analytics.state.clusters`).
 ``state_rollup``
     row counts and token/cost sums per (agent, model, provider, upstream,
     key_sent, status, response_cache_hit, attempt >= 1, usage_reported,
@@ -38,17 +38,17 @@ views stored in the file (``sql/stored/<name>.sql``) read those instead:
     served latencies per (requested_model, upstream identity) as small
     integers and doubles, for the quantiles and the p95 intervals; bands of
     each group around its p50 and p95 are also kept apart, where the
-    quantiles and the interval are read (:mod:`ledger.analytics.latency_bands`).
+    quantiles and the interval are read (:mod:`ledger.analytics.state.latency_bands`).
 ``state_call_rollup``
     the one-row calls counted and their costs summed per agent, provider,
-    model and outcome (:mod:`ledger.analytics.call_rollup`): what
+    model and outcome (:mod:`ledger.analytics.state.call_rollup`): what
     ``call_groups`` and the cost views read instead of every row.
 ``state_moves``
     the changed transitions (switches and idle releases) counted per model,
-    agent, day and whole second of gap (:mod:`ledger.analytics.moves`).
+    agent, day and whole second of gap (:mod:`ledger.analytics.state.moves`).
 ``state_decay``
     every transition counted and its tokens summed per model, key_sent and
-    whole second of gap (:mod:`ledger.analytics.decay`): what ``cache_decay``
+    whole second of gap (:mod:`ledger.analytics.state.decay`): what ``cache_decay``
     and ``cache_decay_by_key`` read.
 ``state_span``
     one row: the first and last ``started_at`` (``ledger_span``; the verdict
@@ -79,11 +79,11 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics import (
+from ledger.analytics.copy import gaps
+from ledger.analytics.state import (
     call_rollup,
     clusters,
     decay,
-    gaps,
     latency_bands,
     moves,
     session_aggregates,

@@ -6,7 +6,7 @@ late commit) or never (a rollback). The copy keeps the seqs it has not seen
 below its highest as *gaps* in ``ledger_gaps``: open intervals ``(lo, hi)``,
 each with the xid ``final_xmax`` after which it can hold nothing new, and
 when it was opened. Each sync reads the changes inside the open gaps (one
-index range per gap, see :mod:`ledger.analytics.source`), then:
+index range per gap, see :mod:`ledger.analytics.copy.source`), then:
 
 * closes the gaps that are final (``final_xmax <= xmin`` of the sync's
   snapshot: every transaction that could commit there has ended, and the
@@ -18,7 +18,7 @@ index range per gap, see :mod:`ledger.analytics.source`), then:
   --verify`` reports and ``ledger sync --full`` repairs.
 
 The gaps are bookkeeping of the ledger read, not of the rows: they live in the
-sync's transaction with the cursor (:mod:`ledger.analytics.sync`).
+sync's transaction with the cursor (:mod:`ledger.analytics.copy.sync`).
 """
 
 # Every SQL string here is a module constant over our own tables; values are bound.
@@ -157,7 +157,7 @@ def update(
     ``xmin``: the bound of the snapshot it read in; ``xid_bound()``: an xid above
     every writer of a seq up to ``new_max``, asked only if a new gap opens.
     """
-    # Distinct: a range entry comes once per id it names (ledger.analytics.source),
+    # Distinct: a range entry comes once per id it names (ledger.analytics.copy.source),
     # and the count below must count seqs.
     seqs = pc.unique(seen.column("seq"))
     above = pc.greater(seqs, old_max)

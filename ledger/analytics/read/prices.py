@@ -15,7 +15,7 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics.figures import cache_read_discount
+from ledger.analytics.read.figures import cache_read_discount
 
 MTOK: Final = 1_000_000
 

@@ -1,12 +1,12 @@
 """The session and transition state: how new rows extend the sessions sync keeps.
 
-Part of the state tables of :mod:`ledger.analytics.aggregates` (``state_sessions``
+Part of the state tables of :mod:`ledger.analytics.state.aggregates` (``state_sessions``
 and ``state_transitions``; see there). :func:`fold` merges a relation of new
 rows into them: each touched session's last known served attempt seeds its
 sequence, so the first new attempt pairs with it; a session a new served
 attempt of which sorts before its last known one is recomputed from its rows.
-``state_moves`` (:mod:`ledger.analytics.moves`) and ``state_decay``
-(:mod:`ledger.analytics.decay`) follow every transition removed or added.
+``state_moves`` (:mod:`ledger.analytics.state.moves`) and ``state_decay``
+(:mod:`ledger.analytics.state.decay`) follow every transition removed or added.
 """
 
 # Every SQL string here is composed from this module's constants and
@@ -18,7 +18,7 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics import decay, moves
+from ledger.analytics.state import decay, moves
 from ledger.schema import TABLE_NAME
 
 # The sums kept per transition (each retract/add/merge over the same relations).
