@@ -30,6 +30,7 @@ from typing import Any, Final
 import duckdb
 from sqlalchemy import BigInteger, SmallInteger
 
+from ledger.analytics.copy import gaps
 from ledger.analytics.copy.source import column_kind
 from ledger.analytics.read import prices
 from ledger.analytics.settings import AnalyticsSettings
@@ -175,6 +176,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     for ddl in SUPPORT_DDL:
         con.execute(ddl)
     aggregates.ensure_tables(con)
+    gaps.ensure_table(con)
     _reshape_copy(con)
     con.execute(table_ddl())
     prices.ensure_table(con)

@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -70,30 +69,14 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ledger.analytics.copy import gaps, prefetch
-from ledger.analytics.copy.local import insert_sql
+from ledger.analytics.copy import bulk, cursors, gaps, prefetch
 from ledger.analytics.copy.source import Horizon, LedgerSnapshot, LedgerSource
-from ledger.analytics.state import aggregates
+from ledger.analytics.state import aggregates, steps
 from ledger.schema import TABLE_NAME
 from ledger.store.engine import display_url
 
-#: Rows per INSERT into DuckDB: fewer, larger statements amortise planning, and
-#: whole row groups (122,880 rows) are written to the file as they are inserted,
-#: where a chunk ending mid-group leaves every group to be rewritten at the checkpoint.
-CHUNK_ROWS: Final = 2 * 122_880
-#: Rows a bulk sync copies between two checkpoints (see :func:`_apply_in_steps`).
-CHECKPOINT_ROWS: Final = 2_000_000
-
-#: DuckDB's memory limit while a bulk sync copies rows (see :func:`_copy_in_steps`):
-#: at 10M rows the copy peaked at 2.03 GiB of RSS with 1 GiB, 1.96 with 768 MiB,
-#: 1.78 with 512 MiB (the rest is the Arrow chunks in flight and Arrow's allocator).
-COPY_MEMORY_LIMIT: Final = "512MiB"
-
 #: Up to this many changed rows are read by listing their ids (else by the log again).
 LISTED_IDS: Final = 50_000
-
-#: ``progress(rows_done, rows_total)``, called after each chunk of a sync.
-ProgressCallback = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,74 +104,9 @@ class SyncResult:
         return self.rows_added == self.rows_updated == self.rows_deleted == 0 and not self.rebuilt
 
 
-@dataclass(frozen=True, slots=True)
-class Cursor:
-    """How far the copy has read the ledger's change log."""
-
-    source: str
-    max_seq: int
-    gaps_closed: int
-    gaps_expired: int
-
-
-def read_cursor(con: duckdb.DuckDBPyConnection) -> Cursor | None:
-    rows = con.execute(
-        "SELECT source, max_seq, gaps_closed, gaps_expired FROM ledger_cursor"
-    ).fetchall()
-    row = rows[0] if rows else None
-    return None if row is None else Cursor(str(row[0]), int(row[1]), int(row[2]), int(row[3]))
-
-
 def _one(con: duckdb.DuckDBPyConnection, sql: str) -> int:
     rows = con.execute(sql).fetchall()  # all: a half-read result blocks the connection
     return 0 if not rows or rows[0][0] is None else int(rows[0][0])
-
-
-def _without_sentinel(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The batches less the SQLite read's leading sentinel row (id -1), so that the
-    chunks hold exactly the rows inserted (the INSERT drops it too, for other callers)."""
-    first = True
-    for batch in batches:
-        if first and batch.num_rows and batch.column("id")[0].as_py() < 0:
-            batch = batch.slice(1)
-        first = False
-        if batch.num_rows:
-            yield batch
-
-
-def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
-    """The rows in tables of exactly CHUNK_ROWS (the last one fewer): slices, not copies."""
-    pending: list[pa.RecordBatch] = []
-    size = 0
-    for batch in _without_sentinel(batches):
-        pending.append(batch)
-        size += batch.num_rows
-        if size >= CHUNK_ROWS:
-            table = pa.Table.from_batches(pending)
-            cut = size - size % CHUNK_ROWS
-            for start in range(0, cut, CHUNK_ROWS):
-                yield table.slice(start, CHUNK_ROWS)
-            pending = table.slice(cut).to_batches()
-            size = size - cut
-    if size:
-        yield pa.Table.from_batches(pending)
-
-
-def _arrow_kinds(schema: pa.Schema) -> dict[str, str]:
-    return {
-        f.name: "string" if pa.types.is_string(f.type) or pa.types.is_large_string(f.type) else ""
-        for f in schema
-    }
-
-
-def _insert(con: duckdb.DuckDBPyConnection, chunk: pa.Table) -> int:
-    """Insert a chunk of rows (the copy holds none of them); how many."""
-    con.register("ledger_incoming", chunk)
-    try:
-        rows = con.execute(insert_sql(_arrow_kinds(chunk.schema), "ledger_incoming")).fetchall()
-    finally:
-        con.unregister("ledger_incoming")
-    return int(rows[0][0]) if rows else 0
 
 
 def ensure_aggregates(con: duckdb.DuckDBPyConnection) -> bool:
@@ -209,53 +127,6 @@ class _Counts:
     updated: int = 0
     deleted: int = 0
     closed: gaps.Closed = field(default_factory=gaps.Closed)
-
-
-def _write_marks(
-    con: duckdb.DuckDBPyConnection,
-    snap: LedgerSnapshot,
-    name: str,
-    cursor: Cursor | None,
-    horizon: Horizon,
-    seen: pa.Table | None,
-    closed_before: tuple[int, int],
-) -> gaps.Closed:
-    """Record the change log read up to ``horizon`` (gaps, cursor) and the copy's extent.
-
-    ``seen``: the seqs read (a ``seq`` column); None when every seq up to the
-    horizon was, which leaves no gap.
-    """
-    old_max = 0 if cursor is None else cursor.max_seq
-    new_max = max(old_max, horizon.max_seq)
-    if seen is None:
-        gaps.clear(con)
-        closed = gaps.Closed()
-    else:
-        closed = gaps.update(
-            con,
-            seen,
-            old_max=old_max,
-            new_max=new_max,
-            xmin=horizon.xmin,
-            xid_bound=snap.xid_bound,
-            now=dt.datetime.now(dt.UTC),
-        )
-    con.execute("DELETE FROM ledger_cursor")
-    con.execute(
-        "INSERT INTO ledger_cursor VALUES (?, ?, ?, ?)",
-        [
-            name,
-            new_max,
-            closed_before[0] + closed.final,
-            closed_before[1] + closed.expired,
-        ],
-    )
-    rows, last_id = con.execute(
-        f"SELECT count(*), coalesce(max(id), 0) FROM {TABLE_NAME}"
-    ).fetchall()[0]
-    con.execute("DELETE FROM ledger_sync")
-    con.execute("INSERT INTO ledger_sync VALUES (?, ?, now(), ?)", [name, last_id, rows])
-    return closed
 
 
 def _take_changed_ids(con: duckdb.DuckDBPyConnection, changes: pa.Table) -> None:
@@ -305,11 +176,11 @@ def _drop_temps(con: duckdb.DuckDBPyConnection) -> None:
 def _apply_in_one_transaction(
     con: duckdb.DuckDBPyConnection,
     snap: LedgerSnapshot,
-    cursor: Cursor,
+    cursor: cursors.Cursor,
     ranges: gaps.Ranges,
     changes: pa.Table,
     horizon: Horizon,
-    progress: ProgressCallback | None,
+    progress: bulk.ProgressCallback | None,
 ) -> _Counts:
     """Apply the changes and fold them into the state, all or nothing."""
     counts = _Counts()
@@ -322,13 +193,13 @@ def _apply_in_one_transaction(
                 named = snap.rows_with_ids(distinct)
             else:
                 named = snap.rows_named(cursor.max_seq, ranges)
-            for chunk in _chunks(named):
-                _insert(con, chunk)
+            for chunk in bulk.chunks(named):
+                bulk.insert(con, chunk)
             _new_rows_table(con)
             _count_effects(con, counts)
             aggregates.fold_changes(con)
             _drop_temps(con)
-        counts.closed = _write_marks(
+        counts.closed = cursors.write_marks(
             con,
             snap,
             cursor.source,
@@ -338,67 +209,22 @@ def _apply_in_one_transaction(
             (cursor.gaps_closed, cursor.gaps_expired),
         )
 
-    aggregates.in_transaction(con, work)
+    steps.in_transaction(con, work)
     if progress is not None:
         progress(counts.added + counts.updated, counts.added + counts.updated)
     return counts
-
-
-def _copy_in_steps(
-    con: duckdb.DuckDBPyConnection,
-    chunks: Iterator[pa.Table],
-    total: int,
-    progress: ProgressCallback | None,
-    memory_limit: str | None,
-) -> int:
-    """Insert the chunks, one transaction and one checkpoint per CHECKPOINT_ROWS; rows inserted.
-
-    A transaction per step rather than per chunk: each commit writes to the WAL,
-    and at a quarter of a million rows a chunk those commits cost as much as the
-    inserts. Memory is bounded by the checkpoints, as before.
-
-    One DuckDB thread inserts: two split each chunk's Arrow batches between them,
-    leave part-filled row groups that the checkpoint then compresses again, and
-    cost more CPU in all (2M rows: 5.4 s to insert + 0.9-2.3 s to checkpoint,
-    against 4.8 s + 0 s). Reading runs on a thread of its own
-    (:mod:`ledger.analytics.copy.prefetch`).
-    """
-    copied, more = 0, True
-
-    def step() -> None:
-        nonlocal copied, more
-        read = 0
-        for chunk in chunks:  # resumes where the previous step stopped
-            copied += _insert(con, chunk)
-            read += chunk.num_rows
-            if progress is not None:
-                progress(min(copied, total), total)
-            if read >= CHECKPOINT_ROWS:
-                return
-        more = False
-
-    # DuckDB keeps the blocks it wrote cached up to its memory limit; the copy reads
-    # none of them again, and the Arrow chunks need the room (peak RSS at 10M rows).
-    with (
-        aggregates.one_thread(con),
-        aggregates.memory_at_most(con, COPY_MEMORY_LIMIT, memory_limit),
-    ):
-        while more:
-            aggregates.in_transaction(con, step)
-            aggregates.checkpoint(con)
-    return copied
 
 
 def _apply_in_steps(
     con: duckdb.DuckDBPyConnection,
     snap: LedgerSnapshot,
     name: str,
-    cursor: Cursor | None,
+    cursor: cursors.Cursor | None,
     ranges: gaps.Ranges,
     changes: pa.Table | None,
     horizon: Horizon,
     total: int,
-    progress: ProgressCallback | None,
+    progress: bulk.ProgressCallback | None,
     memory_limit: str | None = None,
 ) -> _Counts:
     """A bulk sync (a rebuild when ``changes`` is None) in committed steps.
@@ -406,8 +232,8 @@ def _apply_in_steps(
     DuckDB holds what a transaction wrote in memory until a checkpoint, so
     copying millions of rows in one transaction peaks at several GiB. Here the
     state is invalidated and the changed rows (every row, for a rebuild)
-    removed first; every CHECKPOINT_ROWS of rows commit and are checkpointed,
-    the state is rebuilt in steps, and the cursor is written last. An
+    removed first; every :data:`~ledger.analytics.copy.bulk.CHECKPOINT_ROWS` rows
+    commit and are checkpointed, the state is rebuilt in steps, and the cursor is written last. An
     interrupted bulk sync is simply run again by the next one. The next chunk is
     read (ADBC) on a thread while DuckDB inserts this one: both release the GIL,
     and on an idle 2-core machine the copy of 1M rows took 9.5 s instead of 10.9 s
@@ -430,14 +256,14 @@ def _apply_in_steps(
             )
             con.execute("DROP TABLE state_removed_rows")
 
-    aggregates.in_transaction(con, start)
-    aggregates.checkpoint(con)
+    steps.in_transaction(con, start)
+    steps.checkpoint(con)
     if changes is None:
         batches = snap.rows()
     else:
         batches = snap.rows_named(0 if cursor is None else cursor.max_seq, ranges)
-    with prefetch.prefetched(_chunks(batches)) as chunks:
-        copied = _copy_in_steps(con, chunks, total, progress, memory_limit)
+    with prefetch.prefetched(bulk.chunks(batches)) as chunks:
+        copied = bulk.copy_in_steps(con, chunks, total, progress, memory_limit)
     aggregates.rebuild_in_steps(con)
     if changes is not None:
         seen: pa.Table | None = changes
@@ -447,7 +273,7 @@ def _apply_in_steps(
 
     def finish() -> None:
         before = (0, 0) if cursor is None else (cursor.gaps_closed, cursor.gaps_expired)
-        counts.closed = _write_marks(
+        counts.closed = cursors.write_marks(
             con, snap, name, None if changes is None else cursor, horizon, seen, before
         )
         if changes is not None:  # rows held before and still there were updated
@@ -462,7 +288,7 @@ def _apply_in_steps(
         con.execute("DROP TABLE IF EXISTS sync_ids")
         con.execute("DROP TABLE IF EXISTS sync_removed_ids")
 
-    aggregates.in_transaction(con, finish)
+    steps.in_transaction(con, finish)
     return counts
 
 
@@ -471,7 +297,7 @@ def sync(
     source: LedgerSource,
     *,
     full: bool = False,
-    progress: ProgressCallback | None = None,
+    progress: bulk.ProgressCallback | None = None,
     memory_limit: str | None = None,
 ) -> SyncResult:
     """Bring the file's ``token_usage`` up to date with the ledger.
@@ -496,13 +322,13 @@ def sync_snapshot(
     name: str,
     *,
     full: bool = False,
-    progress: ProgressCallback | None = None,
+    progress: bulk.ProgressCallback | None = None,
     memory_limit: str | None = None,
 ) -> SyncResult:
     """:func:`sync` to an open snapshot of the ledger ``name``: a caller that goes on
     reading it (``Analytics.verify``) sees exactly the ledger the copy now holds."""
     started = time.perf_counter()
-    cursor = read_cursor(con)
+    cursor = cursors.read_cursor(con)
     horizon = snap.horizon()
     rebuild = (
         full
@@ -554,7 +380,7 @@ def _result(
     rows, last_id = con.execute(
         f"SELECT count(*), coalesce(max(id), 0) FROM {TABLE_NAME}"
     ).fetchall()[0]
-    cursor = read_cursor(con)
+    cursor = cursors.read_cursor(con)
     return SyncResult(
         rows_added=counts.added,
         last_id=int(last_id),

@@ -36,9 +36,9 @@ import pandas as pd  # type: ignore[import-untyped]
 from sqlalchemy.engine import URL
 
 from ledger.analytics.copy import local
+from ledger.analytics.copy.bulk import ProgressCallback
 from ledger.analytics.copy.source import LedgerSource
 from ledger.analytics.copy.sync import (
-    ProgressCallback,
     SyncResult,
     ensure_aggregates,
     sync,
@@ -53,25 +53,6 @@ from ledger.analytics.settings import AnalyticsSettings, analytics_path_for
 from ledger.errors import ReadOnlyQuery
 from ledger.store.engine import display_url
 from ledger.store.migrate import check_ledger
-
-# Per agent, model and key_sent: the cache_hits view summed over upstreams.
-_CACHE_HITS_BY_AGENT = """
-SELECT
-    actor_id,
-    requested_model,
-    key_sent,
-    CAST(sum(calls) AS BIGINT) AS calls,
-    CAST(sum(reported_calls) AS BIGINT) AS reported_calls,
-    CAST(sum(input_tokens) AS BIGINT) AS input_tokens,
-    CAST(sum(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
-    CAST(sum(cache_read_tokens) AS DOUBLE) / nullif(sum(input_tokens), 0) AS token_hit_rate,
-    CAST(sum(hit_calls) AS BIGINT) AS hit_calls,
-    CAST(sum(hit_calls) AS DOUBLE) / nullif(sum(reported_calls), 0) AS call_hit_rate,
-    CAST(sum(response_cache_hits) AS BIGINT) AS response_cache_hits
-FROM cache_hits
-GROUP BY actor_id, requested_model, key_sent
-ORDER BY actor_id NULLS LAST, requested_model, key_sent DESC
-"""
 
 #: Seconds to wait for another process to release the analytics file.
 DEFAULT_LOCK_TIMEOUT_S = 3.0
@@ -288,27 +269,11 @@ class Analytics:
     def experiment(self, policy_id: int) -> experiment.Effect:
         """What routing policy ``policy_id`` did: treatment against holdout
         (:mod:`ledger.analytics.read.experiment`)."""
-        params = {"policy": policy_id}
-        sessions = [
-            experiment.SessionSums(
-                arm=str(r.arm),
-                attempts=int(r.attempts),
-                errors=int(r.errors),
-                costed=int(r.costed),
-                cost_usd=float(r.cost_usd),
-                input_tokens=int(r.input_tokens),
-                cache_read_tokens=int(r.cache_read_tokens),
-            )
-            for r in self._read(experiment.SESSION_SUMS, params).itertuples(index=False)
-        ]
-        p95 = self._read(experiment.P95_BY_ARM, params)
-        return experiment.effect(
-            sessions, {str(r.arm): float(r.p95_latency_ms) for r in p95.itertuples(index=False)}
-        )
+        return experiment.read_effect(self._read, policy_id)
 
     def cache_hits_by_agent(self, filters: Filters | None = None) -> pd.DataFrame:
         """``cache_hits`` summed over upstreams: one row per agent, model and key_sent."""
-        return self._over("cache_hits", filters, _CACHE_HITS_BY_AGENT)
+        return self._over("cache_hits", filters, figures.CACHE_HITS_BY_AGENT)
 
     def calls(self, filters: Filters | None = None) -> pd.DataFrame:
         return self.view("calls", filters)

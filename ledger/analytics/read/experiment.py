@@ -13,9 +13,11 @@ columns); the statistics are pure functions of its per-session sums.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
+
+import pandas as pd  # type: ignore[import-untyped]
 
 #: Per session of a policy's experiment: its arm and the sums its rates are made of.
 #: Response-cache hits are no attempt; costs unknown are left out of the cost sums
@@ -160,4 +162,25 @@ def effect(sessions: Sequence[SessionSums], p95: dict[str, float]) -> Effect:
         cost_per_attempt=_difference(treated["cost_per_attempt"], held["cost_per_attempt"]),
         error_rate=_difference(treated["error_rate"], held["error_rate"]),
         token_hit_rate=_difference(treated["token_hit_rate"], held["token_hit_rate"]),
+    )
+
+
+def read_effect(read: Callable[[str, dict[str, Any]], pd.DataFrame], policy_id: int) -> Effect:
+    """The :class:`Effect` of policy ``policy_id``, its sums read with ``read(sql, params)``."""
+    params = {"policy": policy_id}
+    sessions = [
+        SessionSums(
+            arm=str(r.arm),
+            attempts=int(r.attempts),
+            errors=int(r.errors),
+            costed=int(r.costed),
+            cost_usd=float(r.cost_usd),
+            input_tokens=int(r.input_tokens),
+            cache_read_tokens=int(r.cache_read_tokens),
+        )
+        for r in read(SESSION_SUMS, params).itertuples(index=False)
+    ]
+    p95 = read(P95_BY_ARM, params)
+    return effect(
+        sessions, {str(r.arm): float(r.p95_latency_ms) for r in p95.itertuples(index=False)}
     )

@@ -85,6 +85,25 @@ def totals_from(frame: pd.DataFrame) -> dict[str, Any]:
 
 # -- the dashboard views, in the order pages show them ----------------------------
 
+# Per agent, model and key_sent: the cache_hits view summed over upstreams.
+CACHE_HITS_BY_AGENT: Final = """
+SELECT
+    actor_id,
+    requested_model,
+    key_sent,
+    CAST(sum(calls) AS BIGINT) AS calls,
+    CAST(sum(reported_calls) AS BIGINT) AS reported_calls,
+    CAST(sum(input_tokens) AS BIGINT) AS input_tokens,
+    CAST(sum(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
+    CAST(sum(cache_read_tokens) AS DOUBLE) / nullif(sum(input_tokens), 0) AS token_hit_rate,
+    CAST(sum(hit_calls) AS BIGINT) AS hit_calls,
+    CAST(sum(hit_calls) AS DOUBLE) / nullif(sum(reported_calls), 0) AS call_hit_rate,
+    CAST(sum(response_cache_hits) AS BIGINT) AS response_cache_hits
+FROM cache_hits
+GROUP BY actor_id, requested_model, key_sent
+ORDER BY actor_id NULLS LAST, requested_model, key_sent DESC
+"""
+
 COST_BY_AGENT: Final = """
 SELECT * FROM cost_by_agent
 ORDER BY cost_usd DESC NULLS LAST, calls DESC, actor_id, requested_model
