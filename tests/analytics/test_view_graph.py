@@ -26,10 +26,18 @@ def test_every_view_comes_after_the_views_its_sql_reads() -> None:
 
 
 def test_the_graph_is_the_sql_not_a_list() -> None:
-    # cost_attribution is defined over calls; as stored, over call_groups
-    assert views.ROW_PARENTS["cost_attribution"] == {"calls"}
-    assert set(views.VIEW_DEPENDENCIES["cost_attribution"]) == {"calls", "call_groups"}
+    assert views.ROW_PARENTS["cost_attribution"] == {"call_groups"}
+    assert views.ROW_PARENTS["call_groups"] == {"calls"}
     assert views.ROW_PARENTS["ledger_span"] == frozenset()
+    # an intermediate kept as a state table reads it over every row, the rows when filtered
+    assert views.materialized_as("attempt_groups") == "state_rollup"
+    assert graph.relations_read(views.stored_view_body("attempt_groups")) == {"state_rollup"}
+    assert graph.relations_read(views.view_body("attempt_groups")) == {"token_usage"}
+
+
+def test_a_metric_over_an_intermediate_is_one_text() -> None:
+    for name in ("cache_hits", "failed_attempts", "cost_attribution", "overview_totals"):
+        assert views.stored_view_sql(name) == views.view_sql(name), name
 
 
 def test_a_cycle_is_refused_and_named() -> None:

@@ -1,12 +1,16 @@
 """The views of contract §2: their SQL files, their order, and filtered reads.
 
 Each view is one ``sql/<name>.sql`` file holding a documented
-``CREATE OR REPLACE VIEW <name> AS …`` over ``token_usage``: the definition.
-Views that would read millions of rows also have ``sql/stored/<name>.sql``:
-the same rows and columns read from the aggregates sync keeps
-(:mod:`ledger.analytics.state.aggregates`). :func:`install` (re)creates them all in the
-DuckDB file, in dependency order, the stored variant where there is one, so
-any DuckDB client sees them and they answer in well under a second. Which
+``CREATE OR REPLACE VIEW <name> AS …`` over ``token_usage`` or other views: the
+definition. An intermediate the state layer keeps says so in its file
+(``-- materialized: state_table``, :func:`materialized_as`): over every row it
+reads that table, which sync keeps by folding the same text over new rows; the
+metrics over it are one text for filtered and unfiltered reads. Views not yet
+moved onto such intermediates still have ``sql/stored/<name>.sql``: the same
+rows and columns read from the state tables
+(:mod:`ledger.analytics.state.aggregates`). :func:`install` (re)creates them
+all in the DuckDB file, in dependency order, so any DuckDB client sees them
+and they answer in well under a second. Which
 views a view reads is derived from the texts (:mod:`ledger.analytics.models.graph`),
 never listed by hand: adding a view is adding its file.
 
@@ -180,10 +184,29 @@ def stored_view_body(name: str) -> str:
 
 @cache
 def stored_view_sql(name: str) -> str:
-    """``sql/stored/<name>.sql`` when the view has a stored variant, else its definition."""
-    view_sql(name)  # the KeyError for unknown names
+    """The view as the analytics file holds it: over the table it is materialized as
+    (:func:`materialized_as`), else ``sql/stored/<name>.sql`` where a view still has a
+    stored variant, else its definition."""
+    table = materialized_as(name)
+    if table is not None:
+        # names from our own SQL files (\w+ only), never from input
+        return f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {table};"  # noqa: S608
     stored = resources.files("ledger.analytics").joinpath("sql", "stored", f"{name}.sql")
     return stored.read_text("utf-8") if stored.is_file() else view_sql(name)
+
+
+_MATERIALIZED: Final = re.compile(r"^-- materialized: (\w+)\s*$", re.M)
+
+
+def materialized_as(name: str) -> str | None:
+    """The state table a view's definition says it is kept as (``-- materialized: TABLE``).
+
+    Such a view is an intermediate the state layer keeps by folding the view's own
+    text over new rows (:mod:`ledger.analytics.state.rollup`); a filtered read runs the
+    text itself over the filtered rows.
+    """
+    match = _MATERIALIZED.search(view_sql(name))
+    return None if match is None else match.group(1)
 
 
 # Which views the file holds: the digest of the SQL install() ran, and of the

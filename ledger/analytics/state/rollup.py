@@ -1,10 +1,12 @@
 """``state_rollup``, ``state_upstreams``/``state_latency`` and ``state_span``: folds by row.
 
-``state_rollup`` holds row counts and token/cost sums per group of filter and
-outcome columns; the served latencies are kept per (model, upstream) for the
-quantiles; ``state_span`` the first and last ``started_at``. Each is a sum, a
-list or a min/max of rows, so new rows fold in by addition and replaced rows
-are retracted with the values the state held (:func:`refold`).
+``state_rollup`` is the ``attempt_groups`` view (``sql/attempt_groups.sql``)
+kept incrementally: that view's own text run over the new rows, its sums
+added, and those of replaced rows, as the state held them, subtracted
+(:func:`refold`). The served latencies are kept per (model, upstream) for the
+quantiles; ``state_span`` the first and last ``started_at``. Python keeps the
+merge (a group's sums plus the new ones, a group with no rows left dropped):
+a view cannot update the table it reads.
 :mod:`ledger.analytics.state.aggregates` drives them.
 """
 
@@ -16,6 +18,7 @@ from typing import Final
 
 import duckdb
 
+from ledger.analytics.models import views
 from ledger.analytics.state import latency_bands
 from ledger.schema import TABLE_NAME
 
@@ -23,25 +26,12 @@ _ROLLUP_KEYS: Final = (
     "actor_id, requested_model, provider, upstream, key_sent, status, "
     "response_cache_hit, is_attempt, usage_reported, abandoned, model, error_type"
 )
-_ROLLUP_PARTS: Final = f"""
-SELECT {_ROLLUP_KEYS},
-    count(*) AS rows,
-    CAST(sum(input_tokens) AS BIGINT) AS input_tokens,
-    CAST(sum(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
-    CAST(sum(cache_write_tokens) AS BIGINT) AS cache_write_tokens,
-    count(*) FILTER (WHERE cache_read_tokens > 0) AS read_rows,
-    count(latency_ms) AS latency_rows,
-    sum(cost_usd) AS cost_usd,
-    CAST(coalesce(sum(input_tokens) FILTER (WHERE cost_usd IS NOT NULL), 0) AS BIGINT)
-        AS costed_input_tokens,
-    count(cost_usd) AS cost_rows
-FROM (
-    SELECT *, session_key IS NOT NULL AS key_sent, attempt >= 1 AS is_attempt,
-        coalesce(error_type = 'abandoned', false) AS abandoned
-    FROM {{src}}
+# The rows of relation {src} grouped as the attempt_groups view groups token_usage: that
+# view's own text over {src}, so the state and a filtered read cannot disagree.
+_ROLLUP_PARTS: Final = (
+    f"SELECT * FROM (WITH {TABLE_NAME} AS (SELECT * FROM {{src}}) "
+    f"{views.view_body('attempt_groups')})"
 )
-GROUP BY {_ROLLUP_KEYS}
-"""
 # Parts may be negative (rows removed or replaced): a group left with no rows
 # goes, and a cost sum over no costed row is NULL, as sum() over rows says.
 _ROLLUP_MERGE: Final = f"""
