@@ -81,7 +81,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 
 from ledger.analytics import VIEW_NAMES, Analytics
-from ledger.analytics.source import LedgerSource
+from ledger.analytics.copy.source import LedgerSource
 from ledger.events import to_row
 from ledger.schema import EVENT_COLUMNS, TABLE_NAME, token_usage
 from ledger.store.engine import make_engine

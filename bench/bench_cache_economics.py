@@ -5,7 +5,7 @@
 Both views are plain (row) views: each read computes them from ``token_usage``
 (a window over every session's served attempts, then aggregates). The rows are
 generated inside DuckDB, straight into the analytics file's ``token_usage``
-(the schema ``ledger.analytics.local`` creates), not synced from a ledger: the
+(the schema ``ledger.analytics.copy.local`` creates), not synced from a ledger: the
 views' cost does not depend on how the rows arrived, and a 10M-row SQLite
 ledger plus its first sync would take most of the run. Shape: sessions of 8
 turns a minute or several apart, 6 agents, 3 models (Anthropic direct with
@@ -28,7 +28,9 @@ from typing import Final
 
 import duckdb
 
-from ledger.analytics import cache_rates, local, views
+from ledger.analytics.copy import local
+from ledger.analytics.models import views
+from ledger.analytics.read import cache_rates
 from ledger.analytics.settings import AnalyticsSettings
 
 _ROWS: Final = """

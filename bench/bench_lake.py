@@ -76,8 +76,8 @@ import duckdb
 import pyarrow as pa
 from bench_analytics import CALLS_PER_SESSION, GENERATOR_SQL
 
-from ledger.analytics.local import table_ddl
-from ledger.analytics.views import VIEW_NAMES
+from ledger.analytics.copy.local import table_ddl
+from ledger.analytics.models.views import VIEW_NAMES
 from ledger.lake import duck
 from ledger.lake import manifest as mf
 from ledger.lake.derive import STATE_DIR, derive

@@ -36,7 +36,9 @@ from pathlib import Path
 import bench_analytics  # beside this script
 import duckdb
 
-from ledger.analytics import Analytics, latency_bands, views
+from ledger.analytics import Analytics
+from ledger.analytics.models import views
+from ledger.analytics.state import latency_bands
 
 BASELINE = Path(__file__).with_name("verdict_baseline.sql")
 BAND_VIEWS = ("upstream_scorecard", "upstream_p95_intervals")

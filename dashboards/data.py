@@ -21,8 +21,8 @@ from typing import Any, Final
 import streamlit as st
 
 from ledger.analytics import Analytics, Filters, LedgerOptions
-from ledger.analytics.experiment import Effect
-from ledger.analytics.views import VIEW_NAMES
+from ledger.analytics.models.views import VIEW_NAMES
+from ledger.analytics.read.experiment import Effect
 from ledger.policies import Policy, active_policies
 from ledger.store.engine import database_url, display_url, make_engine
 

@@ -17,7 +17,7 @@ from typing import Final
 import streamlit as st
 
 from dashboards import fmt
-from ledger.analytics.experiment import Effect, Estimate, Outcome, outcome
+from ledger.analytics.read.experiment import Effect, Estimate, Outcome, outcome
 from ledger.policies import Policy
 
 #: outcome -> what the strip says (as ``ledger policy status`` does).

@@ -7,7 +7,7 @@ decided it, the share of sessions affected, the monthly dollar effect, and the
 ``provider`` JSON to paste (``st.code`` has a copy button).
 
 Every phrase is written from the row's typed figures by
-:mod:`ledger.analytics.verdict_words` (the one place the verdict's words live;
+:mod:`ledger.analytics.read.verdict_words` (the one place the verdict's words live;
 a row missing newer columns reads them as unknown). Every string from the
 ledger goes through :func:`dashboards.fmt.plain` or a plain-text element:
 never Markdown.
@@ -23,8 +23,8 @@ import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
 from dashboards import fmt
-from ledger.analytics import verdict_words as words
-from ledger.analytics.verdict import Verdict, from_row
+from ledger.analytics.read import verdict_words as words
+from ledger.analytics.read.verdict import Verdict, from_row
 
 #: verdict value -> (badge text, badge colour); the order is the strip's.
 BADGES: Final[dict[str, tuple[str, str]]] = {
@@ -79,7 +79,7 @@ def _shown(text: str | None) -> str | None:
 
 def verdict_row(row: dict[str, Any]) -> VerdictRow:
     """The card of one ``provider_order_verdict`` row: every phrase from
-    :mod:`ledger.analytics.verdict_words`, made printable."""
+    :mod:`ledger.analytics.read.verdict_words`, made printable."""
     verdict = from_row(row)
     badge, colour = BADGES.get(
         verdict.verdict, (verdict.verdict.replace("_", " ").capitalize(), "gray")

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from sqlalchemy import Engine
 
-from ledger.analytics.experiment import Effect, Estimate
+from ledger.analytics.read.experiment import Effect, Estimate
 from ledger.budgets.alerts import COLORS, slack_escape
 from ledger.budgets.notify import DEFAULT_BACKOFF_S, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, post
 from ledger.policies import Policy, claim_worse_alert, release_worse_alert

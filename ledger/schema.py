@@ -220,7 +220,7 @@ CHANGES_TABLE: Final = "ledger_changes"
 #: in the range without a row is a row that is not there, as after a delete):
 #: triggers write one id per entry, the PostgreSQL writer one range per run of
 #: consecutive ids in a batch. ``seq`` is the log's own order; readers find what
-#: changed since they last looked (see :mod:`ledger.analytics.sync`).
+#: changed since they last looked (see :mod:`ledger.analytics.copy.sync`).
 ledger_changes = Table(
     CHANGES_TABLE,
     metadata,

@@ -7,8 +7,8 @@ import streamlit as st
 
 from dashboards import charts, data, filters, fmt, notices
 from dashboards import verdicts as verdict_strip
-from ledger.analytics import verdict_words as words
-from ledger.analytics.verdict import from_row
+from ledger.analytics.read import verdict_words as words
+from ledger.analytics.read.verdict import from_row
 
 SCORECARD_COLUMNS = [
     "upstream", "attempts", "error_rate", "p50_latency_ms", "p95_latency_ms", "token_hit_rate",
@@ -19,7 +19,7 @@ SCORECARD_COLUMNS = [
 def show_verdict(verdict: pd.Series) -> None:
     """Pinned and best upstream, then the reason (the strip above has the badge); plain
     text, since upstream names come from provider responses. The words are
-    :mod:`ledger.analytics.verdict_words`', written from the row's typed figures."""
+    :mod:`ledger.analytics.read.verdict_words`', written from the row's typed figures."""
     typed = from_row(verdict.to_dict())
     st.text(
         f"Pinned upstream: {fmt.printable(fmt.text(typed.pinned_upstream))} · "

@@ -6,13 +6,13 @@ incrementally from the ledger's change log, into a DuckDB file that also holds t
 returns pandas DataFrames.
 """
 
-from ledger.analytics.api import Analytics
-from ledger.analytics.figures import LedgerOptions, Saving
-from ledger.analytics.local import AnalyticsBusy
+from ledger.analytics.copy.local import AnalyticsBusy
+from ledger.analytics.copy.sync import SyncResult
+from ledger.analytics.copy.verify import Difference, Verification
+from ledger.analytics.models.views import CONTRACT_VIEWS, VIEW_NAMES, Filters
+from ledger.analytics.read.api import Analytics
+from ledger.analytics.read.figures import LedgerOptions, Saving
 from ledger.analytics.settings import ENV_ANALYTICS_PATH, AnalyticsSettings, analytics_path_for
-from ledger.analytics.sync import SyncResult
-from ledger.analytics.verify import Difference, Verification
-from ledger.analytics.views import CONTRACT_VIEWS, VIEW_NAMES, Filters
 
 __all__ = [
     "CONTRACT_VIEWS",

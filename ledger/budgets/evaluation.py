@@ -7,7 +7,7 @@ touches, whole days, each agent (or model) separately: the worst one is
 reported. Tags given to the check (``--tag run=ci-123``) narrow every budget's
 scope and override a budget's own tag of the same name.
 
-Unknown cost (see :mod:`ledger.analytics.spend`) is counted and named in the
+Unknown cost (see :mod:`ledger.analytics.read.spend`) is counted and named in the
 reason; with ``unknown_cost = "fail"`` it fails the budget.
 """
 
@@ -21,8 +21,8 @@ from typing import Any, Final
 
 import pandas as pd  # type: ignore[import-untyped]
 
-from ledger.analytics.api import Analytics
-from ledger.analytics.spend import SpendScope, spend_by_subject, turn_stats
+from ledger.analytics.read.api import Analytics
+from ledger.analytics.read.spend import SpendScope, spend_by_subject, turn_stats
 from ledger.budgets.config import Budget, BudgetConfig
 
 _CENT: Final = Decimal("0.0001")

@@ -123,7 +123,7 @@ class BudgetGuard:
         (not yet in the database) are not seen.
         """
         from ledger.analytics import Analytics
-        from ledger.analytics.spend import SpendScope, spend_by_subject
+        from ledger.analytics.read.spend import SpendScope, spend_by_subject
         from ledger.budgets.evaluation import start_of_day
 
         guard = cls(budgets, **options)

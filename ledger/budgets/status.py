@@ -19,8 +19,8 @@ from typing import Any, Final
 
 import pandas as pd  # type: ignore[import-untyped]
 
-from ledger.analytics.api import Analytics
-from ledger.analytics.spend import SpendScope, spend_by_subject, turn_stats, turn_stats_by_day
+from ledger.analytics.read.api import Analytics
+from ledger.analytics.read.spend import SpendScope, spend_by_subject, turn_stats, turn_stats_by_day
 from ledger.budgets.config import Budget, BudgetConfig
 from ledger.budgets.evaluation import METRIC_LABELS, start_of_day
 

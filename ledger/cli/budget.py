@@ -26,8 +26,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ledger.analytics.api import Analytics
-from ledger.analytics.spend import known_agents
+from ledger.analytics.read.api import Analytics
+from ledger.analytics.read.spend import known_agents
 from ledger.budgets.alerts import crossings, headline
 from ledger.budgets.config import BudgetConfig, load_config
 from ledger.budgets.evaluation import CheckReport, evaluate, measured_usd, usd

@@ -26,7 +26,7 @@ from rich.console import Console
 from sqlalchemy.engine import URL
 
 from ledger.analytics import Analytics, Filters
-from ledger.analytics import verdict_words as words
+from ledger.analytics.read import verdict_words as words
 from ledger.cli.policy import DEFAULT_HOLDOUT, print_effect
 from ledger.cli.report import open_analytics, report
 from ledger.cli.tables import print_frame, safe

@@ -19,7 +19,7 @@ from typing import Any, Final
 import click
 from rich.console import Console
 
-from ledger.analytics.experiment import Effect, Estimate, Outcome, outcome
+from ledger.analytics.read.experiment import Effect, Estimate, Outcome, outcome
 from ledger.budgets.notify import DEFAULT_RETRIES, webhook_host
 from ledger.cli.report import open_analytics, terminal
 from ledger.cli.tables import house_table, safe

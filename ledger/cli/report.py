@@ -27,8 +27,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ledger.analytics import Analytics
-from ledger.analytics import verdict_words as words
-from ledger.analytics.verdict import Verdict, from_row
+from ledger.analytics.read import verdict_words as words
+from ledger.analytics.read.verdict import Verdict, from_row
 from ledger.cli.cache_report import cache_section
 from ledger.cli.tables import VERDICT_STYLE, VERDICT_WORDS, cell, print_frame, safe
 from ledger.store.engine import database_url, display_url

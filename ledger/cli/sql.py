@@ -1,6 +1,6 @@
 """``ledger sql "QUERY"``: ad hoc DuckDB SQL over ``token_usage`` and the views.
 
-The query reads only (:mod:`ledger.analytics.readonly`): a statement that
+The query reads only (:mod:`ledger.analytics.read.readonly`): a statement that
 would change the analytics copy is refused with exit status 2, before the
 ledger is even synced.
 """
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 from rich.console import Console
 
-from ledger.analytics.readonly import check_read_only
+from ledger.analytics.read.readonly import check_read_only
 from ledger.cli.report import open_analytics
 from ledger.cli.tables import (
     BOOLEAN,

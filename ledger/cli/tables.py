@@ -29,7 +29,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from ledger.analytics.verdict_words import KIND_WORDS
+from ledger.analytics.read.verdict_words import KIND_WORDS
 from ledger.shown import lines, one_line
 
 RATE_SUFFIXES: Final = ("rate", "share", "stickiness")
@@ -39,7 +39,7 @@ BOOLEAN: Final = {True: "true", False: "false"}
 FLOAT_DIGITS: Final = 6
 
 #: Verdicts in words, as people say them.
-#: The verdict kinds in words (ledger.analytics.verdict_words, where the verdict's words live).
+#: The verdict kinds in words (ledger.analytics.read.verdict_words, where the verdict's words live).
 VERDICT_WORDS: Final[dict[str, str]] = {str(k): v for k, v in KIND_WORDS.items()}
 VERDICT_STYLE: Final[dict[str, str]] = {
     "warranted": "bold red",

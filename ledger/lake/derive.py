@@ -2,7 +2,7 @@
 
 The views computed from a lake's rows read every row on every query: minutes
 at 100M rows. The local analytics file avoids that with state tables folded
-incrementally (:mod:`ledger.analytics.aggregates`) and stored variants of the
+incrementally (:mod:`ledger.analytics.state.aggregates`) and stored variants of the
 heavy views that read them (``ledger/analytics/sql/stored/``). This module
 gives a lake the same: :func:`derive` runs ``aggregates``' own fold over a
 DuckDB connection where ``token_usage`` is the lake's committed rows, and
@@ -52,7 +52,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
-from ledger.analytics import aggregates, clusters
+from ledger.analytics.state import aggregates, clusters
 from ledger.errors import LakeEmpty
 from ledger.lake import manifest as mf
 from ledger.lake.export import check_not_a_file, lake_schema, open_target
@@ -63,7 +63,7 @@ from ledger.schema import TABLE_NAME
 STATE_DIR: Final = "_state"
 STATE_MANIFEST: Final = "_state_manifest.json"
 FORMAT: Final = "ledger-lake-state"
-#: Every table a state holds, as :mod:`ledger.analytics.aggregates` names them.
+#: Every table a state holds, as :mod:`ledger.analytics.state.aggregates` names them.
 TABLES: Final = (*aggregates.STATE_TABLES, *clusters.TABLES)
 #: Rows per Parquet batch written.
 _BATCH_ROWS: Final = 1_000_000

@@ -21,7 +21,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.dataset as pads
 
-from ledger.analytics import cache_rates, prices, verdict_sentences
+from ledger.analytics.models import verdict_sentences
+from ledger.analytics.read import cache_rates, prices
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.lake import derive
 from ledger.lake import manifest as mf

@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 from sqlalchemy import BigInteger, SmallInteger
 
-from ledger.analytics.source import column_kind
+from ledger.analytics.copy.source import column_kind
 from ledger.errors import LakeTargetError
 from ledger.lake import manifest as mf
 from ledger.schema import TABLE_NAME, token_usage

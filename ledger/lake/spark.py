@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from ledger.analytics import cache_rates, verdict_sentences
+from ledger.analytics.models import verdict_sentences
+from ledger.analytics.read import cache_rates
 from ledger.analytics.settings import AnalyticsSettings
 from ledger.lake import derive
 from ledger.lake import manifest as mf

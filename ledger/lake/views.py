@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Final
 
-from ledger.analytics import views as analytics_views
-from ledger.analytics.figures import cache_read_discount
-from ledger.analytics.prices import MTOK
+from ledger.analytics.models import views as analytics_views
+from ledger.analytics.read.figures import cache_read_discount
+from ledger.analytics.read.prices import MTOK
 from ledger.analytics.settings import AnalyticsSettings
 
 _SETTING: Final = re.compile(r"ledger_setting\(\s*'(\w+)'\s*\)")
@@ -70,7 +70,7 @@ PROVIDER_PAIRS: Final = (
 def model_prices(
     counts: Iterable[tuple[str, str, int]],
 ) -> list[tuple[str, str, Decimal | None]]:
-    """The ``model_prices`` rows (see :mod:`ledger.analytics.prices`) for a lake: each
+    """The ``model_prices`` rows (see :mod:`ledger.analytics.read.prices`) for a lake: each
     requested model priced for the provider that served most of its attempts (ties:
     the first name), so both engines price the same provider."""
     main: dict[str, tuple[int, str]] = {}

@@ -35,7 +35,7 @@ tuples straight to the DBAPI connection that SQLAlchemy's pool gives us:
   those ids; one ``INSERT`` logs each run of consecutive ids as one range entry
   (``row_id``..``last_id``; one run unless another writer took ids in between),
   after the rows, so the transaction holds its xid before it takes a ``seq``
-  (the analytics gap bound relies on it: ledger.analytics.sync). Why not a
+  (the analytics gap bound relies on it: ledger.analytics.copy.sync). Why not a
   trigger: an insert trigger with a transition table on a partitioned table
   makes COPY insert row by row (PostgreSQL's copyfrom.c), and one log row per
   data row costs ~1 us a row whatever writes it; the two together took 17 % of

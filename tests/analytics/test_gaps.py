@@ -8,7 +8,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from ledger.analytics import gaps
+from ledger.analytics.copy import gaps
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 

@@ -22,8 +22,9 @@ import pandas as pd
 import pytest
 from sqlalchemy import delete, update
 
-from ledger.analytics import VIEW_NAMES, Analytics, AnalyticsSettings, aggregates
-from ledger.analytics.views import Filters, filtered_query
+from ledger.analytics import VIEW_NAMES, Analytics, AnalyticsSettings
+from ledger.analytics.models.views import Filters, filtered_query
+from ledger.analytics.state import aggregates
 from ledger.schema import token_usage
 from ledger.store.engine import make_engine
 from tests.analytics.builders import edit_copy, failed, insert_rows, response_cache_row, served

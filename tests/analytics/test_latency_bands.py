@@ -14,8 +14,9 @@ from pathlib import Path
 
 from sqlalchemy import delete, update
 
-from ledger.analytics import Analytics, AnalyticsSettings, latency_bands
-from ledger.analytics.views import Filters, filtered_query
+from ledger.analytics import Analytics, AnalyticsSettings
+from ledger.analytics.models.views import Filters, filtered_query
+from ledger.analytics.state import latency_bands
 from ledger.schema import token_usage
 from ledger.store.engine import make_engine
 from tests.analytics.builders import insert_rows, served

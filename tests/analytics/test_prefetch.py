@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ledger.analytics.prefetch import prefetched
+from ledger.analytics.copy.prefetch import prefetched
 
 
 def test_every_item_arrives_in_order() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from ledger.analytics.signed_sums import SignedSums
+from ledger.analytics.state.signed_sums import SignedSums
 
 # A relation of (k, v) rows counted and summed per k, as the state modules' parts do.
 SUMS = SignedSums(

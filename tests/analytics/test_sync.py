@@ -20,7 +20,7 @@ from ledger.analytics import (
     Filters,
     analytics_path_for,
 )
-from ledger.analytics import sync as sync_module
+from ledger.analytics.copy import bulk
 from ledger.events import UsageEvent
 from ledger.store.engine import database_url, make_engine
 from ledger.store.ledger import Ledger
@@ -267,8 +267,8 @@ def test_a_bulk_sync_in_many_chunks_and_steps_copies_every_row_once(
     sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     insert_rows(sqlite_url, [served(i, "A", session_id="s", input_tokens=i) for i in range(23)])
-    monkeypatch.setattr(sync_module, "CHUNK_ROWS", 4)  # the sentinel row must not shift them
-    monkeypatch.setattr(sync_module, "CHECKPOINT_ROWS", 9)
+    monkeypatch.setattr(bulk, "CHUNK_ROWS", 4)  # the sentinel row must not shift them
+    monkeypatch.setattr(bulk, "CHECKPOINT_ROWS", 9)
     with Analytics(sqlite_url, path=tmp_path / "a.duckdb") as analytics:
         assert analytics.last_sync is not None
         assert analytics.last_sync.rows_added == 23

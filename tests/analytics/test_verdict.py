@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from ledger.analytics.verdict import Verdict, from_row
+from ledger.analytics.read.verdict import Verdict, from_row
 from tests.analytics.builders import failed, insert_rows, open_analytics, served
 
 ROW = {"input_tokens": 1000, "cost_usd": Decimal("0.001")}  # $1 per Mtok input

@@ -1,7 +1,7 @@
 """The verdict's words come from Python, from its typed figures, wherever they are read;
 and its money is projected from the traffic that continues.
 
-A few golden strings pin the wording (ledger.analytics.verdict_words); the rest
+A few golden strings pin the wording (ledger.analytics.read.verdict_words); the rest
 of the verdict's tests assert kinds and numbers.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ledger.analytics import verdict_words as words
-from ledger.analytics.verdict import Judgement, Verdict
+from ledger.analytics.read import verdict_words as words
+from ledger.analytics.read.verdict import Judgement, Verdict
 from tests.analytics.builders import T0, insert_rows, open_analytics, served
 from tests.analytics.test_verdict import DAY_MIN, ROW, scenario_ledger
 

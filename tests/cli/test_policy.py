@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ledger.analytics.experiment import SessionSums, effect, ratio
+from ledger.analytics.read.experiment import SessionSums, effect, ratio
 from tests.analytics.builders import insert_rows, served
 from tests.cli.shell import ledger
 from tests.llm_loopback import LoopbackLLM, Reply

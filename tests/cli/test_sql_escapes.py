@@ -96,7 +96,7 @@ def test_an_escape_is_refused_with_exit_2_and_writes_nothing(
 @pytest.fixture
 def unchecked(place: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Analytics]:
     """The Python API with its statement check taken away: only the engine's doors stand."""
-    monkeypatch.setattr("ledger.analytics.api.check_read_only", lambda query: None)
+    monkeypatch.setattr("ledger.analytics.read.api.check_read_only", lambda query: None)
     with Analytics() as analytics:
         yield analytics
 

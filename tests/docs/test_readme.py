@@ -75,7 +75,9 @@ def test_every_fragment_compiles() -> None:
 
 
 @pytest.mark.slow  # the lake block starts Spark
-@pytest.mark.timeout(900)  # every README block in order, Spark included: minutes on a loaded machine
+@pytest.mark.timeout(
+    900
+)  # every README block in order, Spark included: minutes on a loaded machine
 def test_the_python_examples_run_in_order(simulator: str, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'examples.db'}"
     engine = make_engine(url)

@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy import delete
 
 from ledger.analytics import Analytics
-from ledger.analytics.views import VIEW_NAMES
+from ledger.analytics.models.views import VIEW_NAMES
 from ledger.demo.runner import run_demo
 from ledger.errors import LakeEmpty
 from ledger.lake import duck

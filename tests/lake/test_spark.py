@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ledger.analytics import Analytics
-from ledger.analytics.views import CONTRACT_VIEWS, VIEW_NAMES
+from ledger.analytics.models.views import CONTRACT_VIEWS, VIEW_NAMES
 from ledger.demo.runner import run_demo
 from ledger.lake import duck
 from ledger.lake.derive import derive

@@ -15,39 +15,34 @@
 --   call_hit_rate       = hit_calls / reported_calls
 --   response_cache_hits = rows with response_cache_hit in the same group
 -- Failed attempts are in no column here (upstream_scorecard counts them).
+-- Summed from attempt_groups (its groups keep agent, model, provider, upstream,
+-- key_sent, status and the cache flags).
 CREATE OR REPLACE VIEW cache_hits AS
-WITH rows AS (
+WITH grouped AS (
     SELECT
         actor_id,
         requested_model,
         coalesce(upstream, provider) AS upstream,
-        session_key IS NOT NULL AS key_sent,
-        status = 'ok' AND NOT response_cache_hit AS served,
-        status = 'ok' AND NOT response_cache_hit AND usage_reported AS counted,
-        response_cache_hit,
-        input_tokens,
-        cache_read_tokens,
-        cache_write_tokens
-    FROM token_usage
-    WHERE status = 'ok' OR response_cache_hit
-),
-grouped AS (
-    SELECT
-        actor_id,
-        requested_model,
-        upstream,
         key_sent,
-        count(*) FILTER (WHERE served) AS calls,
-        count(*) FILTER (WHERE counted) AS reported_calls,
+        CAST(coalesce(sum(rows) FILTER (WHERE served), 0) AS BIGINT) AS calls,
+        CAST(coalesce(sum(rows) FILTER (WHERE counted), 0) AS BIGINT) AS reported_calls,
         CAST(coalesce(sum(input_tokens) FILTER (WHERE counted), 0) AS BIGINT) AS input_tokens,
         CAST(coalesce(sum(cache_read_tokens) FILTER (WHERE counted), 0) AS BIGINT)
             AS cache_read_tokens,
         CAST(coalesce(sum(cache_write_tokens) FILTER (WHERE counted), 0) AS BIGINT)
             AS cache_write_tokens,
-        count(*) FILTER (WHERE counted AND cache_read_tokens > 0) AS hit_calls,
-        count(*) FILTER (WHERE response_cache_hit) AS response_cache_hits
-    FROM rows
-    GROUP BY actor_id, requested_model, upstream, key_sent
+        CAST(coalesce(sum(read_rows) FILTER (WHERE counted), 0) AS BIGINT) AS hit_calls,
+        CAST(coalesce(sum(rows) FILTER (WHERE response_cache_hit), 0) AS BIGINT)
+            AS response_cache_hits
+    FROM (
+        SELECT
+            *,
+            status = 'ok' AND NOT response_cache_hit AS served,
+            status = 'ok' AND NOT response_cache_hit AND usage_reported AS counted
+        FROM attempt_groups
+        WHERE status = 'ok' OR response_cache_hit
+    )
+    GROUP BY actor_id, requested_model, coalesce(upstream, provider), key_sent
 )
 SELECT
     actor_id,

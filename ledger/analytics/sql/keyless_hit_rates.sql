@@ -7,15 +7,17 @@
 --   hit_rate         = sum(cache_read_tokens) / sum(input_tokens) over those whose
 --                      usage was reported, when there are >= ledger_setting('min_samples')
 --                      of them; else null
+-- Summed from attempt_groups (is_attempt: attempt >= 1; key_sent: session_key
+-- IS NOT NULL).
 CREATE OR REPLACE VIEW keyless_hit_rates AS
 SELECT
     requested_model,
-    count(*) AS keyless_attempts,
+    CAST(sum(rows) AS BIGINT) AS keyless_attempts,
     CASE
-        WHEN count(*) FILTER (WHERE usage_reported) >= any_value(knobs.min_samples)
+        WHEN coalesce(sum(rows) FILTER (WHERE usage_reported), 0) >= any_value(knobs.min_samples)
         THEN CAST(sum(cache_read_tokens) FILTER (WHERE usage_reported) AS DOUBLE)
             / nullif(sum(input_tokens) FILTER (WHERE usage_reported), 0)
     END AS hit_rate
-FROM token_usage, (SELECT ledger_setting('min_samples') AS min_samples) AS knobs
-WHERE attempt >= 1 AND status = 'ok' AND NOT response_cache_hit AND session_key IS NULL
+FROM attempt_groups, (SELECT ledger_setting('min_samples') AS min_samples) AS knobs
+WHERE is_attempt AND status = 'ok' AND NOT response_cache_hit AND NOT key_sent
 GROUP BY requested_model;

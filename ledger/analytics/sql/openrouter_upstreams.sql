@@ -9,12 +9,13 @@
 --              internally, so most failures never reach the ledger with one)
 --   attempts = rows in the group
 --   errors   = those with status = 'error'
+-- Summed from attempt_groups (is_attempt: attempt >= 1).
 CREATE OR REPLACE VIEW openrouter_upstreams AS
 SELECT
     requested_model,
     upstream,
-    count(*) AS attempts,
-    count(*) FILTER (WHERE status = 'error') AS errors
-FROM token_usage
-WHERE attempt >= 1 AND provider = 'openrouter'
+    CAST(sum(rows) AS BIGINT) AS attempts,
+    CAST(coalesce(sum(rows) FILTER (WHERE status = 'error'), 0) AS BIGINT) AS errors
+FROM attempt_groups
+WHERE is_attempt AND provider = 'openrouter'
 GROUP BY requested_model, upstream;

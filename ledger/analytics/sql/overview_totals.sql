@@ -1,4 +1,4 @@
--- overview_totals: one row of headline figures over the calls view, the rows
+-- overview_totals: one row of headline figures over call_groups, attempt_groups
 -- and ledger_span.
 --
 --   calls               = calls (response-cache hits included)
@@ -11,6 +11,8 @@
 --   attempts            = rows with attempt >= 1
 --   failed_attempts     = those with status = 'error'
 --   first_at, last_at   = the first and last started_at (ledger_span)
+-- The call counts are summed from call_groups, the attempt counts from
+-- attempt_groups (is_attempt: attempt >= 1).
 CREATE OR REPLACE VIEW overview_totals AS
 SELECT
     c.*,
@@ -18,19 +20,24 @@ SELECT
     r.*
 FROM (
     SELECT
-        count(*) AS calls,
-        count(*) FILTER (WHERE NOT response_cache_hit) AS provider_calls,
+        CAST(coalesce(sum(calls), 0) AS BIGINT) AS calls,
+        CAST(coalesce(sum(calls) FILTER (WHERE NOT response_cache_hit), 0) AS BIGINT)
+            AS provider_calls,
         sum(cost_usd) AS spend_usd,
-        count(*) FILTER (WHERE cost_usd IS NULL AND NOT response_cache_hit) AS unpriced_calls,
-        count(*) FILTER (WHERE fell_back) AS fallback_calls,
-        count(*) FILTER (WHERE status = 'error') AS failed_calls,
-        count(*) FILTER (WHERE response_cache_hit) AS response_cache_hits
-    FROM calls
+        CAST(coalesce(sum(calls - priced_calls) FILTER (WHERE NOT response_cache_hit), 0)
+            AS BIGINT) AS unpriced_calls,
+        CAST(coalesce(sum(calls) FILTER (WHERE fell_back), 0) AS BIGINT) AS fallback_calls,
+        CAST(coalesce(sum(calls) FILTER (WHERE status = 'error'), 0) AS BIGINT)
+            AS failed_calls,
+        CAST(coalesce(sum(calls) FILTER (WHERE response_cache_hit), 0) AS BIGINT)
+            AS response_cache_hits
+    FROM call_groups
 ) AS c
 CROSS JOIN (
     SELECT
-        count(*) FILTER (WHERE attempt >= 1) AS attempts,
-        count(*) FILTER (WHERE attempt >= 1 AND status = 'error') AS failed_attempts
-    FROM token_usage
+        CAST(coalesce(sum(rows) FILTER (WHERE is_attempt), 0) AS BIGINT) AS attempts,
+        CAST(coalesce(sum(rows) FILTER (WHERE is_attempt AND status = 'error'), 0) AS BIGINT)
+            AS failed_attempts
+    FROM attempt_groups
 ) AS a
 CROSS JOIN ledger_span AS r;

@@ -6,12 +6,14 @@
 --   hits            = calls served from the response cache
 --   served_cost_usd = known costs of the calls a provider answered
 --   served_priced   = how many of those calls have a known cost
+-- Summed from call_groups (priced_calls: calls with a known cost).
 CREATE OR REPLACE VIEW response_cache_models AS
 SELECT
     requested_model,
-    count(*) FILTER (WHERE response_cache_hit) AS hits,
+    CAST(coalesce(sum(calls) FILTER (WHERE response_cache_hit), 0) AS BIGINT) AS hits,
     sum(cost_usd) FILTER (WHERE status = 'ok' AND NOT response_cache_hit) AS served_cost_usd,
-    count(cost_usd) FILTER (WHERE status = 'ok' AND NOT response_cache_hit) AS served_priced
-FROM calls
+    CAST(coalesce(sum(priced_calls) FILTER (WHERE status = 'ok' AND NOT response_cache_hit), 0)
+        AS BIGINT) AS served_priced
+FROM call_groups
 GROUP BY requested_model
-HAVING count(*) FILTER (WHERE response_cache_hit) > 0;
+HAVING coalesce(sum(calls) FILTER (WHERE response_cache_hit), 0) > 0;
