@@ -168,7 +168,8 @@ def list_policies() -> None:
     table = house_table("Routing policies")
     for header in ("id", "model", "change", "holdout", "since", "by", "stopped", "why"):
         # the long ones wrap at words; ids, shares and times never
-        table.add_column(header, no_wrap=header not in ("change", "by", "why"))
+        wraps = header in ("model", "change", "by", "why")
+        table.add_column(header, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis")
     for r in rows:
         table.add_row(
             str(r.id),

@@ -94,8 +94,9 @@ def test_the_table_shows_values_as_stored_not_rounded(
     result = ledger(capsys, "sql", query)
     assert result.code == 0, result.err
     values = result.out.splitlines()[-1].split()
-    # the report's rounding (0.00, $2.14, 25.0%) would hide what the query asked for
-    assert values == ["0.0036306", "2.1398115", "0.25", "1,234,567"]
+    # the report's rounding (0.00, $2.14, 25.0%) would hide what the query asked for; a
+    # float shows six significant digits (a column of them lines up), a decimal as stored
+    assert values == ["0.00363060", "2.1398115", "0.250000", "1,234,567"]
 
 
 def test_csv_escapes_control_characters_only_on_a_terminal(

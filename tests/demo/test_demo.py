@@ -142,7 +142,7 @@ def test_a_replay_with_ignore_keeps_sessions_pinned_off_the_ignored_upstream(
 ) -> None:
     url = _migrated(tmp_path, "replay.db")
     sonnet = "anthropic/claude-sonnet-4.5"
-    run_demo(url, calls=500, seed=5, strict=True, routing={sonnet: {"ignore": ["amazon-bedrock"]}})
+    run_demo(url, calls=800, seed=5, strict=True, routing={sonnet: {"ignore": ["amazon-bedrock"]}})
     rows = [r for r in _rows(url) if r["requested_model"] == sonnet and r["status"] == "ok"]
     assert rows and all(r["upstream"] != "Amazon Bedrock" for r in rows)
     by_session: dict[str, list[dict[str, Any]]] = {}
