@@ -25,8 +25,9 @@ def env(sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str
 
 
 def test_apply_list_and_stop_say_what_changes_and_keep_who_and_why(
-    env: str, capsys: pytest.CaptureFixture[str]
+    env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "160")  # the list's eight columns, none folded
     applied = ledger(
         capsys, "policy", "apply", MODEL, "--provider", '{"ignore": ["amazon-bedrock"]}',
         "--holdout", "0.2", "--reason", "bedrock slow", "--by", "ana",
@@ -111,6 +112,7 @@ def test_a_sticky_key_experiment_is_measured_per_agent(
     for each agent: here it halves the planner's cost and does nothing for the coder."""
     both = ledger(capsys, "policy", "apply", MODEL, "--session-key", "--provider", "{}")
     assert both.code == 2 and "one of --provider or --session-key" in both.err
+    monkeypatch.setenv("COLUMNS", "160")
     applied = ledger(capsys, "policy", "apply", MODEL, "--session-key", "--holdout", "0.1")
     assert applied.code == 0, applied.err
     assert "with their sticky key in 90% of sessions" in applied.out

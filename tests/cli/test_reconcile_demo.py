@@ -44,7 +44,9 @@ def test_a_demo_ledger_is_reconciled_and_foreign_rows_are_counted_once(sqlite_ur
     yesterday = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
     insert_rows(sqlite_url, [row(0, generation_id="gen-made-elsewhere", started_at=yesterday)])
 
-    env = {**os.environ, "LEDGER_DATABASE_URL": sqlite_url}
+    # as from cron: no terminal and no COLUMNS, so no line is wrapped
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["LEDGER_DATABASE_URL"] = sqlite_url
     simulate = [*LEDGER, "simulate", "--port", "0", "--latency-scale", "0", "--bills", str(bills)]
     with subprocess.Popen(simulate, env=env, stdout=subprocess.PIPE, text=True) as simulator:
         try:
@@ -63,7 +65,8 @@ def test_a_demo_ledger_is_reconciled_and_foreign_rows_are_counted_once(sqlite_ur
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"{demo_rows:,} of {demo_rows + 1:,} rows reconciled; 0 not billed")
     unknown = [line for line in lines if "never be billed" in line]
-    assert len(unknown) == 1 and unknown[0].startswith("1 row unknown to http://127.0.0.1:")
+    assert len(unknown) == 1, done.stdout + done.stderr
+    assert unknown[0].startswith("1 row unknown to http://127.0.0.1:")
     assert "next run" not in unknown[0]
     assert _openrouter_rows(sqlite_url) == (demo_rows + 1, demo_rows)
     # the rerun has only the foreign row left, and says the same of it
