@@ -14,11 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.gateway.conftest import KEY, Rows, Served
+from tests.gateway.node import IN_CI, node_script
 
-ROOT = Path(__file__).resolve().parents[2]
-NODE_DIR = ROOT / ".cache" / "gateway-node"
 OPENAI_NPM = "openai@4"
-IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
 def _curl(*args: str) -> str:
@@ -59,23 +57,9 @@ def test_curl_plain_and_streamed(gateway: Served, rows: Rows) -> None:
 
 
 def _node_package() -> Path:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        if IN_CI:
-            pytest.fail("CI=true but node/npm are not installed: the Node client test must run")
-        pytest.skip("node and npm are needed for the openai npm package test")
-    if not (NODE_DIR / "node_modules" / "openai").is_dir():
-        NODE_DIR.mkdir(parents=True, exist_ok=True)
-        (NODE_DIR / "package.json").write_text('{"private": true, "type": "module"}\n')
-        subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--silent", OPENAI_NPM],
-            cwd=NODE_DIR,
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-    script = NODE_DIR / "client.mjs"
-    shutil.copyfile(Path(__file__).with_name("node_client.mjs"), script)
-    return script
+    return node_script(
+        "gateway-node", "openai", OPENAI_NPM, Path(__file__).with_name("node_client.mjs")
+    )
 
 
 def test_openai_npm_package_from_node(gateway: Served, rows: Rows) -> None:

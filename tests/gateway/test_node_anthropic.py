@@ -8,38 +8,22 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from tests.gateway.conftest import KEY, Rows, Served
+from tests.gateway.node import node_script
 
-ROOT = Path(__file__).resolve().parents[2]
-NODE_DIR = ROOT / ".cache" / "gateway-node-anthropic"
 ANTHROPIC_NPM = "@anthropic-ai/sdk@1"
-IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
 def _node_script() -> Path:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        if IN_CI:
-            pytest.fail("CI=true but node/npm are not installed: the Node client test must run")
-        pytest.skip("node and npm are needed for the @anthropic-ai/sdk test")
-    if not (NODE_DIR / "node_modules" / "@anthropic-ai" / "sdk").is_dir():
-        NODE_DIR.mkdir(parents=True, exist_ok=True)
-        (NODE_DIR / "package.json").write_text('{"private": true, "type": "module"}\n')
-        subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--silent", ANTHROPIC_NPM],
-            cwd=NODE_DIR,
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-    script = NODE_DIR / "client.mjs"
-    shutil.copyfile(Path(__file__).with_name("node_anthropic.mjs"), script)
-    return script
+    return node_script(
+        "gateway-node-anthropic",
+        "@anthropic-ai/sdk",
+        ANTHROPIC_NPM,
+        Path(__file__).with_name("node_anthropic.mjs"),
+    )
 
 
 def test_anthropic_npm_package_from_node(gateway: Served, rows: Rows) -> None:
